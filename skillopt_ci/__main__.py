@@ -1,0 +1,3 @@
+from skillopt_ci.cli import main
+
+main()

@@ -1,0 +1,196 @@
+"""The ``skillopt-ci`` command: parse, call the engine, print, pick the exit code.
+
+Engine modules are imported inside the commands so that ``skillopt-ci --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import click
+
+from skillopt_ci import __version__
+from skillopt_ci.errors import EXIT_INPUT, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
+
+
+class State:
+    def __init__(self, config_path: Path | None):
+        self.config_path = config_path
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Path to skillopt.yml (default: found in . or above).")
+@click.version_option(__version__, prog_name="skillopt-ci")
+@click.pass_context
+def cli(ctx: click.Context, config_path: Path | None) -> None:
+    """Evaluate, gate and train LLM agent skill documents.
+
+    Exit codes: 0 ok, 1 a gate or threshold failed, 2 bad usage or input, 3 runtime failure.
+    """
+    ctx.obj = State(config_path)
+
+
+def load_project_config(state: State, model: str | None = None, base_url: str | None = None) -> Any:
+    """The config from --config or skillopt.yml, with --model/--base-url overriding the target."""
+    from skillopt_ci.config import ModelSpec, default_config, find_config, load_config
+
+    path = state.config_path or find_config()
+    if state.config_path and not state.config_path.is_file():
+        raise InputError("config file not found", where=str(state.config_path))
+    override = None
+    if model:
+        provider, sep, name = model.partition(":")
+        if not sep or not name:
+            raise InputError(f"--model {model!r} must look like provider:model, e.g. openai:gpt-4o-mini")
+        override = ModelSpec.from_dict("target", {"provider": provider, "model": name, "base_url": base_url})
+    elif base_url:
+        raise InputError("--base-url needs --model provider:model")
+    if path is None:
+        if override is None:
+            raise InputError("no skillopt.yml in this directory or above",
+                             hint="run skillopt-ci init, or pass --config, or --model provider:model")
+        return default_config(Path.cwd(), override)
+    config = load_config(path, display=shown_path(path))
+    if override is not None:
+        config = replace(config, models=MappingProxyType({**config.models, "target": override}))
+    return config
+
+
+def shown_path(path: Path) -> str:
+    """A path as the user would write it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(path_type=Path), default=".")
+def init(directory: Path) -> None:
+    """Scaffold skillopt.yml, an example skill and suite, and a workflow in DIRECTORY."""
+    from skillopt_ci.scaffold import init_project
+
+    written = init_project(directory)
+    for rel in written:
+        click.echo(f"created {directory / rel}")
+    click.echo("next: skillopt-ci validate, then skillopt-ci eval ticket-triage (needs OPENAI_API_KEY), or skillopt-ci demo")
+
+
+@cli.command()
+@click.pass_obj
+def validate(state: State) -> None:
+    """Check the config, every suite and every skill; list all problems at once."""
+    from skillopt_ci.config import find_config
+    from skillopt_ci.validate import validate_project
+
+    path = state.config_path or find_config()
+    if path is None:
+        raise InputError("no skillopt.yml in this directory or above", hint="run skillopt-ci init or pass --config")
+    config, problems = validate_project(path, display=shown_path(path))
+    for problem in problems:
+        click.echo(f"error: {problem}", err=True)
+    if problems:
+        click.echo(f"{len(problems)} problem(s) found", err=True)
+        sys.exit(EXIT_INPUT)
+    n = len(config.skills) if config else 0
+    click.echo(f"ok: {path} with {n} skill(s) and their suites are valid")
+
+
+@cli.command(name="eval")
+@click.argument("skill")
+@click.option("--suite", type=click.Path(path_type=Path), help="Suite directory (default: the skill's suite in skillopt.yml).")
+@click.option("--split", default="val", show_default=True, help="Which split to evaluate.")
+@click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task (default: the suite's).")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: a stable one under runs_dir; re-running resumes).")
+@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
+@click.option("--threshold", type=click.FloatRange(0, 1), help="Eval-only check: exit 1 when the score is below it.")
+@click.option("--model", help="Target model as provider:model, overriding skillopt.yml.")
+@click.option("--base-url", help="Base URL for --model (OpenAI-compatible servers).")
+@click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]), help="Response cache mode.")
+@click.option("--concurrency", type=click.IntRange(1, 512), help="Model calls in flight.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the table.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.pass_obj
+def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: int | None, out: Path | None,
+             fresh: bool, threshold: float | None, model: str | None, base_url: str | None, cache_mode: str | None,
+             concurrency: int | None, as_json: bool, quiet: bool) -> None:
+    """Evaluate SKILL (a file, or a skill name from skillopt.yml) on a suite split."""
+    from skillopt_ci.evaluation import EvalRequest, run_eval, threshold_verdict
+    from skillopt_ci.report import score_table
+
+    config = load_project_config(state, model, base_url)
+    if concurrency:
+        config = replace(config, concurrency=concurrency)
+    skill_path, suite_path = resolve_skill(config, skill, suite)
+    request = EvalRequest(skill=skill_path, suite=suite_path, split=split, repeats=repeats, out=out, fresh=fresh,
+                          threshold=threshold, cache_mode=cache_mode)
+    outcome = run_eval(config, request, show_progress=not quiet)
+    code, verdict = threshold_verdict(outcome.summary, threshold)
+    if as_json:
+        click.echo(json.dumps(outcome.summary.to_dict(), indent=2))
+    else:
+        click.echo(score_table([outcome.summary]))
+        click.echo(f"\nrun: {outcome.run_dir}")
+    click.echo(("ok: " if code == EXIT_OK else "fail: ") + verdict, err=True)
+    sys.exit(code)
+
+
+def resolve_skill(config: Any, skill: str, suite: Path | None) -> tuple[Path, Path]:
+    """SKILL is a path, or the name of a configured skill; --suite defaults to its suite."""
+    entry = config.skill(skill)
+    path = Path(skill)
+    if entry is None:
+        resolved = (path / "SKILL.md" if path.is_dir() else path).resolve()
+        entry = next((e for e in config.skills if e.path.resolve() == resolved), None)
+    if entry is not None and not path.exists():
+        path = entry.path
+    if not path.exists():
+        known = ", ".join(e.name for e in config.skills) or "none configured"
+        raise InputError(f"no skill file or configured skill named {skill!r}", hint=f"configured skills: {known}")
+    if suite is None:
+        if entry is None:
+            raise InputError(f"{skill} is not in skillopt.yml, so --suite is needed")
+        suite = entry.suite
+    return path, suite
+
+
+@cli.command()
+@click.option("--out", type=click.Path(path_type=Path), help="Where to keep the run directories (default: a temporary directory).")
+def demo(out: Path | None) -> None:
+    """Offline demo: evaluate the bundled example on a simulated model (no key, no network)."""
+    from skillopt_ci.demo import run_demo
+
+    run_demo(out, echo=click.echo)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: one line for expected errors, a traceback only for bugs."""
+    try:
+        cli.main(args=argv, prog_name="skillopt-ci", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_INPUT)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_RUNTIME)
+    except SkilloptError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: finished results are kept; re-run the same command to resume", err=True)
+        sys.exit(EXIT_RUNTIME)
+    except BrokenPipeError:
+        sys.exit(EXIT_OK)
+    except Exception:
+        traceback.print_exc()
+        click.echo("error: unexpected failure (a bug in skillopt-ci; please report it with the traceback above)", err=True)
+        sys.exit(EXIT_RUNTIME)
+    sys.exit(EXIT_OK)

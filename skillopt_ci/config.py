@@ -1,0 +1,211 @@
+"""``skillopt.yml``: YAML → JSON Schema validation → one typed, frozen config object.
+
+Paths in the config are relative to the config file's directory. Secrets never live in the
+config; keys come from environment variables (see :mod:`skillopt_ci.models.registry`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from skillopt_ci.errors import InputError
+from skillopt_ci.yamlfile import Problem, YamlDoc, load_yaml, parse_yaml, schema_problems
+
+CONFIG_NAME = "skillopt.yml"
+ROLES = ("target", "optimizer", "judge")
+CACHE_MODES = ("read-write", "refresh", "off", "replay-only")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model by role. ``params`` are sent with every call."""
+
+    role: str
+    provider: str
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_version: str | None = None
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    timeout: float = 120.0
+    max_retries: int = 4
+
+    @classmethod
+    def from_dict(cls, role: str, data: Mapping[str, Any]) -> ModelSpec:
+        return cls(
+            role=role,
+            provider=data["provider"],
+            model=data["model"],
+            base_url=data.get("base_url"),
+            api_key_env=data.get("api_key_env"),
+            api_version=data.get("api_version"),
+            params=MappingProxyType(dict(data.get("params") or {})),
+            timeout=float(data.get("timeout", 120.0)),
+            max_retries=int(data.get("max_retries", 4)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but secrets (there are none here: keys are only named, never stored)."""
+        out: dict[str, Any] = {"provider": self.provider, "model": self.model, "params": dict(self.params)}
+        for key in ("base_url", "api_key_env", "api_version"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        return out
+
+
+@dataclass(frozen=True)
+class SkillEntry:
+    name: str
+    path: Path
+    suite: Path
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    mode: str = "read-write"
+    path: Path = Path(".skillopt/cache.sqlite")
+
+
+@dataclass(frozen=True)
+class Budgets:
+    max_tokens: int | None = None
+    max_dollars: float | None = None
+    max_wall_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path
+    file: str
+    models: Mapping[str, ModelSpec]
+    skills: tuple[SkillEntry, ...] = ()
+    concurrency: int = 8
+    cache: CacheSettings = CacheSettings()
+    runs_dir: Path = Path(".skillopt/runs")
+    budgets: Budgets = Budgets()
+    pricing: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
+    max_error_rate: float = 0.5
+    min_attempts: int = 10
+    gate: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    train: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def skill(self, name: str) -> SkillEntry | None:
+        for entry in self.skills:
+            if entry.name == name:
+                return entry
+        return None
+
+    def with_overrides(self, **changes: Any) -> Config:
+        return replace(self, **changes)
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """``skillopt.yml`` in ``start`` (default: the working directory) or its nearest ancestor."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path, display: str | None = None) -> Config:
+    """Load and validate a config file. Raises :class:`InputError` on the first problem
+    (``skillopt-ci validate`` lists them all)."""
+    config, problems = check_config(path, display)
+    if problems:
+        more = f"; {len(problems) - 1} more problem(s): run skillopt-ci validate" if len(problems) > 1 else ""
+        raise problems[0].to_error(hint=f"fix the config{more}")
+    assert config is not None
+    return config
+
+
+def check_config(path: Path, display: str | None = None) -> tuple[Config | None, list[Problem]]:
+    """Validate a config file and return it with every problem found (empty when valid)."""
+    doc = load_yaml(path, display or str(path))
+    return config_from_doc(doc, path.resolve().parent)
+
+
+def parse_config(text: str, root: Path, file: str = CONFIG_NAME) -> Config:
+    config, problems = config_from_doc(parse_yaml(text, file), root)
+    if problems:
+        raise problems[0].to_error()
+    assert config is not None
+    return config
+
+
+def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Problem]]:
+    if doc.data is None:
+        return None, [Problem(doc.file, "is empty; run skillopt-ci init for an example")]
+    problems = schema_problems(doc, "config.schema.json")
+    if problems:
+        return None, problems
+    data: dict[str, Any] = doc.data
+    models = {role: ModelSpec.from_dict(role, spec) for role, spec in data["models"].items()}
+    skills: list[SkillEntry] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(data.get("skills") or []):
+        skill_path = root / item["path"]
+        suite_path = root / item["suite"]
+        if not skill_path.exists():
+            problems.append(doc.problem(("skills", i, "path"), f"no such file {item['path']!r}"))
+        elif skill_path.is_dir() and not (skill_path / "SKILL.md").is_file():
+            problems.append(doc.problem(("skills", i, "path"), f"{item['path']!r} is a folder without SKILL.md"))
+        if not suite_path.is_dir():
+            problems.append(doc.problem(("skills", i, "suite"), f"no such directory {item['suite']!r}"))
+        elif not (suite_path / "suite.yaml").is_file():
+            problems.append(doc.problem(("skills", i, "suite"), f"{item['suite']!r} has no suite.yaml"))
+        name = item.get("name") or _default_skill_name(skill_path)
+        if name in seen:
+            problems.append(doc.problem(("skills", i), f"skill name {name!r} is used twice (also skills[{seen[name]}]); set name:"))
+        seen[name] = i
+        if skill_path.is_dir():
+            skill_path = skill_path / "SKILL.md"
+        skills.append(SkillEntry(name=name, path=skill_path, suite=suite_path))
+    cache = data.get("cache") or {}
+    budgets = data.get("budgets") or {}
+    run_eval = data.get("eval") or {}
+    config = Config(
+        root=root,
+        file=doc.file,
+        models=MappingProxyType(models),
+        skills=tuple(skills),
+        concurrency=int(data.get("concurrency", 8)),
+        cache=CacheSettings(mode=cache.get("mode", "read-write"), path=root / cache.get("path", ".skillopt/cache.sqlite")),
+        runs_dir=root / data.get("runs_dir", ".skillopt/runs"),
+        budgets=Budgets(
+            max_tokens=budgets.get("max_tokens"),
+            max_dollars=budgets.get("max_dollars"),
+            max_wall_seconds=budgets.get("max_wall_seconds"),
+        ),
+        pricing=MappingProxyType({k: MappingProxyType(v) for k, v in (data.get("pricing") or {}).items()}),
+        max_error_rate=float(run_eval.get("max_error_rate", 0.5)),
+        min_attempts=int(run_eval.get("min_attempts", 10)),
+        gate=MappingProxyType(dict(data.get("gate") or {})),
+        train=MappingProxyType(dict(data.get("train") or {})),
+    )
+    return config, problems
+
+
+def _default_skill_name(path: Path) -> str:
+    """The front matter name if readable, else the folder of a SKILL.md, else the file stem."""
+    from skillopt_ci.skill import load_skill
+
+    try:
+        return load_skill(path).name
+    except InputError:
+        return path.parent.name if path.name.upper() == "SKILL.MD" else path.stem
+
+
+def default_config(root: Path, model: ModelSpec) -> Config:
+    """A config for ad-hoc use without ``skillopt.yml`` (``eval --model provider:name``)."""
+    return Config(
+        root=root,
+        file="(command line)",
+        models=MappingProxyType({"target": model}),
+        cache=CacheSettings(path=root / ".skillopt/cache.sqlite"),
+        runs_dir=root / ".skillopt/runs",
+    )

@@ -1,0 +1,43 @@
+"""Safe markdown for untrusted text (model output, task data) in reports, comments and summaries.
+
+Everything that did not come from us is escaped: no raw HTML, no ``@mentions`` (which would
+notify people), no forged hidden markers (HTML comments), no table breakage, bounded length.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+ZWSP = "\u200b"
+_MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_-])")
+_MD_SPECIAL_RE = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
+
+
+def truncate(text: str, limit: int, note: str = "…") -> str:
+    """Cut ``text`` to at most ``limit`` characters, marking the cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(note))] + note
+
+
+def neutralize_mentions(text: str) -> str:
+    """``@name`` → ``@`` + zero-width space + ``name``: reads the same, notifies nobody."""
+    return _MENTION_RE.sub("@" + ZWSP, text)
+
+
+def escape_inline(text: str, limit: int = 200) -> str:
+    """Untrusted text as one line of inline markdown, safe inside a table cell."""
+    text = truncate(" ".join(str(text).split()), limit)
+    text = html.escape(text, quote=False)
+    text = _MD_SPECIAL_RE.sub(r"\\\1", text)
+    return neutralize_mentions(text)
+
+
+def code_block(text: str, limit: int = 2000, lang: str = "text") -> str:
+    """Untrusted text as a fenced code block: a fence longer than any backtick run inside, so the
+    text cannot close it; mentions neutralised (GitHub does not notify from code, but be safe)."""
+    text = truncate(str(text), limit, "\n… (truncated)")
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{neutralize_mentions(text)}\n{fence}"

@@ -1,0 +1,119 @@
+"""OpenAI Chat Completions: ``openai``, ``azure-openai`` and ``openai-compatible`` (vLLM, Ollama…).
+
+One client per backend, reused for every call. We ask the SDK for the raw HTTP response and read
+the few fields we need from its JSON: building the SDK's typed objects for every call costs CPU
+that a high-concurrency eval cannot spare (DESIGN section 10).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from skillopt_ci.errors import ProviderError
+from skillopt_ci.models.base import Completion, Message, Usage
+from skillopt_ci.models.registry import Endpoint
+from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
+
+# Parameters the SDK's create() names as keywords; anything else goes through ``extra_body``.
+_SDK_KEYWORDS = frozenset(
+    {"temperature", "max_tokens", "max_completion_tokens", "top_p", "seed", "stop", "presence_penalty",
+     "frequency_penalty", "n", "logit_bias", "response_format", "reasoning_effort", "user"}
+)
+
+
+class OpenAIBackend:
+    def __init__(self, endpoint: Endpoint, *, timeout: float):
+        import openai
+
+        self.provider = endpoint.provider
+        self.model = endpoint.model
+        self._openai = openai
+        if endpoint.provider == "azure-openai":
+            self._client: Any = openai.AsyncAzureOpenAI(
+                azure_endpoint=endpoint.base_url or "",
+                api_version=endpoint.api_version,
+                api_key=endpoint.api_key,
+                timeout=timeout,
+                max_retries=0,
+            )
+        else:
+            self._client = openai.AsyncOpenAI(
+                api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=timeout, max_retries=0
+            )
+
+    async def complete(self, messages: list[Message], params: dict[str, Any]) -> Completion:
+        known = {k: v for k, v in params.items() if k in _SDK_KEYWORDS}
+        extra = {k: v for k, v in params.items() if k not in _SDK_KEYWORDS}
+        started = time.perf_counter()
+        try:
+            raw = await self._client.chat.completions.with_raw_response.create(
+                model=self.model,
+                messages=[m.to_dict() for m in messages],
+                extra_body=extra or None,
+                **known,
+            )
+        except self._openai.APIError as exc:
+            raise to_provider_error(self._openai, exc) from None
+        latency = time.perf_counter() - started
+        return parse_chat_completion(raw.http_response.content, latency)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def parse_chat_completion(content: bytes, latency: float) -> Completion:
+    """Read text, usage and finish reason from a Chat Completions response body."""
+    try:
+        data = json.loads(content)
+        choice = data["choices"][0]
+        text = choice["message"].get("content") or ""
+        finish = choice.get("finish_reason")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        snippet = content[:120].decode("utf-8", "replace")
+        raise ProviderError("malformed", f"unreadable response body: {snippet!r}", retryable=True) from None
+    usage = data.get("usage") or {}
+    return Completion(
+        text=text,
+        usage=Usage(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+        finish_reason=finish,
+        latency_s=latency,
+    )
+
+
+def to_provider_error(sdk: Any, exc: Exception) -> ProviderError:
+    """Map an openai/anthropic SDK exception to a :class:`ProviderError` (both SDKs share names)."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return ProviderError("timeout", "the request timed out", retryable=True)
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {type(cause).__name__}" if cause else ""
+        return ProviderError("connection", f"could not reach the server{detail}", retryable=True)
+    if isinstance(exc, sdk.APIStatusError):
+        status = exc.status_code
+        message = _error_message(exc)
+        if status == 429:
+            return ProviderError(
+                "rate_limit", message, status=status, retryable=True, retry_after=parse_retry_after(exc.response.headers)
+            )
+        if status in (401, 403):
+            return ProviderError("auth", f"{status} {message} (check the API key)", status=status)
+        if status in RETRYABLE_STATUS or status >= 500:
+            return ProviderError(
+                "server", f"{status} {message}", status=status, retryable=True,
+                retry_after=parse_retry_after(exc.response.headers),
+            )
+        return ProviderError("bad_request", f"{status} {message}", status=status)
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return ProviderError("malformed", str(exc)[:200], retryable=True)
+    return ProviderError("provider", str(exc)[:200])
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:300]
+    return str(getattr(exc, "message", exc))[:300]

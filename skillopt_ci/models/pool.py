@@ -1,0 +1,151 @@
+"""Models by role, behind the cache, retries, a concurrency limit and spend accounting.
+
+This is the :class:`ModelCaller` the engine and the scorers use. Backends (and their SDKs) are
+created on the first cache miss of a role, so a fully cached run never builds a client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from skillopt_ci.cache import ResponseCache, cache_key
+from skillopt_ci.config import Config, ModelSpec
+from skillopt_ci.errors import InputError, ProviderError, RuntimeFailure
+from skillopt_ci.models.base import Backend, Completion, Message, Usage
+from skillopt_ci.models.pricing import cost_of, price_for
+from skillopt_ci.models.registry import create_backend, resolve_endpoint
+from skillopt_ci.models.retry import with_retries
+
+
+@dataclass
+class RoleSpend:
+    """What one role cost in this process: calls made, cache hits, retries, tokens and dollars."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    errors: int = 0
+    usage: Usage = field(default_factory=lambda: Usage(0, 0))
+    cost_usd: float = 0.0
+    cost_known: bool = True
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "retries": self.retries,
+            "errors": self.errors,
+            "input_tokens": self.usage.input_tokens or 0,
+            "output_tokens": self.usage.output_tokens or 0,
+            "cost_usd": round(self.cost_usd, 6) if self.cost_known else None,
+        }
+
+
+class ModelPool:
+    """Call models by role. ``complete`` never raises for a failed call except as
+    :class:`ProviderError` (after retries) or :class:`RuntimeFailure` (a replay-only cache miss)."""
+
+    def __init__(
+        self,
+        config: Config,
+        cache: ResponseCache,
+        *,
+        env: Mapping[str, str] | None = None,
+        backend_factory: Callable[[ModelSpec, Mapping[str, str]], Backend] | None = None,
+    ):
+        self.config = config
+        self.cache = cache
+        self.env = dict(os.environ if env is None else env)
+        self.spend: dict[str, RoleSpend] = {}
+        self._backends: dict[str, Backend] = {}
+        self._factory = backend_factory or create_backend
+        self._limit = asyncio.Semaphore(config.concurrency)
+
+    def spec(self, role: str) -> ModelSpec:
+        spec = self.config.models.get(role)
+        if spec is None:
+            raise InputError(f"no {role!r} model configured", where=f"{self.config.file}: models.{role}",
+                             hint=f"add models.{role} with a provider and a model")
+        return spec
+
+    def check_credentials(self, *roles: str) -> None:
+        """Fail fast (exit 2) when a role's key or endpoint is missing, unless the cache alone
+        will answer (replay-only)."""
+        if self.cache.mode == "replay-only":
+            return
+        for role in roles:
+            resolve_endpoint(self.spec(role), self.env)
+
+    def price(self, spec: ModelSpec) -> tuple[float, float] | None:
+        return price_for(spec.model, self.config.pricing)
+
+    def cost(self, role: str, usage: Usage) -> float | None:
+        """Dollar cost of ``usage`` at ``role``'s model price; ``None`` when unknown."""
+        return cost_of(usage, self.price(self.spec(role)))
+
+    async def complete(self, role: str, messages: list[Message], sample_index: int = 0) -> Completion:
+        spec = self.spec(role)
+        spend = self.spend.setdefault(role, RoleSpend())
+        params = dict(spec.params)
+        key = cache_key(spec.provider, spec.model, params, messages, sample_index)
+        cached = self.cache.get(key)
+        price = self.price(spec)
+        if cached is not None:
+            spend.cache_hits += 1
+            return replace(cached, cost_usd=cost_of(cached.usage, price))
+        if self.cache.mode == "replay-only":
+            raise RuntimeFailure(
+                f"response cache miss for the {role} model {spec.model!r} in replay-only mode",
+                where=str(self.cache.path),
+                hint="record the responses once with cache mode read-write, then replay",
+            )
+        backend = self._backend(role, spec)
+
+        def count_retry(error: ProviderError, delay: float) -> None:
+            spend.retries += 1
+
+        async def attempt() -> Completion:
+            async with self._limit:
+                return await backend.complete(messages, params)
+
+        try:
+            completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry)
+        except ProviderError:
+            spend.errors += 1
+            raise
+        cost = cost_of(completion.usage, price)
+        spend.calls += 1
+        spend.usage = spend.usage + completion.usage
+        if cost is None:
+            spend.cost_known = False
+        else:
+            spend.cost_usd += cost
+        self.cache.put(key, spec.provider, spec.model, completion)
+        return replace(completion, cost_usd=cost)
+
+    def _backend(self, role: str, spec: ModelSpec) -> Backend:
+        backend = self._backends.get(role)
+        if backend is None:
+            backend = self._factory(spec, self.env)
+            self._backends[role] = backend
+        return backend
+
+    def total_spend(self) -> RoleSpend:
+        total = RoleSpend()
+        for s in self.spend.values():
+            total.calls += s.calls
+            total.cache_hits += s.cache_hits
+            total.retries += s.retries
+            total.errors += s.errors
+            total.usage = total.usage + s.usage
+            total.cost_usd += s.cost_usd
+            total.cost_known = total.cost_known and s.cost_known
+        return total
+
+    async def aclose(self) -> None:
+        for backend in self._backends.values():
+            await backend.aclose()
+        self._backends.clear()

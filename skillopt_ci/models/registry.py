@@ -1,0 +1,87 @@
+"""From a :class:`ModelSpec` to a backend: credentials from the environment, SDKs imported lazily.
+
+Keys are read only from environment variables (the standard ones, or the one named by
+``api_key_env``); they are never written to a config snapshot, log or report.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from skillopt_ci.config import ModelSpec
+from skillopt_ci.errors import InputError
+from skillopt_ci.models.base import Backend
+
+DEFAULT_AZURE_API_VERSION = "2024-10-21"
+KEYLESS = "not-needed"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key but the SDK wants one
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to call one model. ``api_key`` is secret: never print or store it."""
+
+    provider: str
+    model: str
+    api_key: str
+    base_url: str | None = None
+    api_version: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Endpoint(provider={self.provider!r}, model={self.model!r}, base_url={self.base_url!r})"
+
+
+def resolve_endpoint(spec: ModelSpec, env: Mapping[str, str] | None = None) -> Endpoint:
+    """Find the key and URL for ``spec``. Raises :class:`InputError` saying which variable to set."""
+    env = os.environ if env is None else env
+    where = f"models.{spec.role}"
+
+    def need(var: str, what: str) -> str:
+        value = env.get(var, "").strip()
+        if not value:
+            raise InputError(
+                f"{what} is not set: export {var}=…",
+                where=where,
+                hint=f"the {spec.provider} provider reads it from the environment; keys never go in skillopt.yml",
+            )
+        return value
+
+    if spec.provider == "openai":
+        key = need(spec.api_key_env or "OPENAI_API_KEY", "the OpenAI API key")
+        return Endpoint("openai", spec.model, key, spec.base_url or env.get("OPENAI_BASE_URL") or None)
+    if spec.provider == "anthropic":
+        key = need(spec.api_key_env or "ANTHROPIC_API_KEY", "the Anthropic API key")
+        return Endpoint("anthropic", spec.model, key, spec.base_url or env.get("ANTHROPIC_BASE_URL") or None)
+    if spec.provider == "azure-openai":
+        key = need(spec.api_key_env or "AZURE_OPENAI_API_KEY", "the Azure OpenAI API key")
+        endpoint = spec.base_url or need("AZURE_OPENAI_ENDPOINT", "the Azure OpenAI endpoint")
+        version = spec.api_version or env.get("OPENAI_API_VERSION") or DEFAULT_AZURE_API_VERSION
+        return Endpoint("azure-openai", spec.model, key, endpoint, version)
+    if spec.provider == "openai-compatible":
+        base_url = spec.base_url or need("OPENAI_BASE_URL", "the server URL (base_url in skillopt.yml or OPENAI_BASE_URL)")
+        if spec.api_key_env:
+            key = need(spec.api_key_env, "the API key")
+        else:
+            key = env.get("OPENAI_API_KEY", "").strip() or KEYLESS
+        return Endpoint("openai-compatible", spec.model, key, base_url)
+    raise InputError(
+        f"unknown provider {spec.provider!r}",
+        where=f"{where}.provider",
+        hint="use openai, azure-openai, anthropic or openai-compatible",
+    )
+
+
+BackendFactory = Callable[[Endpoint, ModelSpec], Backend]
+
+
+def create_backend(spec: ModelSpec, env: Mapping[str, str] | None = None) -> Backend:
+    """Build the backend for ``spec``; imports the provider SDK only now."""
+    endpoint = resolve_endpoint(spec, env)
+    if endpoint.provider == "anthropic":
+        from skillopt_ci.models.anthropic_backend import AnthropicBackend
+
+        return AnthropicBackend(endpoint, timeout=spec.timeout)
+    from skillopt_ci.models.openai_backend import OpenAIBackend
+
+    return OpenAIBackend(endpoint, timeout=spec.timeout)

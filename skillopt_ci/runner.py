@@ -1,0 +1,241 @@
+"""The eval runner: skill × tasks × repeats with bounded concurrency, resumable, never crashing on
+a failed rollout.
+
+Contract:
+- A provider failure (after retries) or an unparseable judge verdict becomes an *errored* result
+  (missing data), not an exception. Too many of them abort the run with :class:`RuntimeFailure`.
+- A scorer that raises (:class:`ScorerCrash`) aborts the run: it is a bug in the suite.
+- Results are appended to the run directory in batches; on resume, finished task × repeat pairs
+  are skipped and errored ones are tried again.
+- Budgets (tokens, dollars, wall time) stop the launch of new rollouts; the summary then says
+  ``complete: false`` and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillopt_ci import __version__
+from skillopt_ci.config import Budgets
+from skillopt_ci.errors import ProviderError, RuntimeFailure, ScoringError
+from skillopt_ci.models.base import Message
+from skillopt_ci.models.pool import ModelPool
+from skillopt_ci.progress import Progress
+from skillopt_ci.records import EvalSummary, TaskResult, summarize
+from skillopt_ci.rundir import RunDir
+from skillopt_ci.scorers import Scorer
+from skillopt_ci.skill import Skill
+from skillopt_ci.suite import Suite
+from skillopt_ci.task import Task
+
+FLUSH_EVERY = 64
+FLUSH_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """What to evaluate: a skill on some tasks of a suite split, each ``repeats`` times."""
+
+    skill: Skill
+    suite: Suite
+    split: str
+    tasks: tuple[Task, ...]
+    repeats: int
+    shard: str | None = None
+
+    def manifest(self, model: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "kind": "eval",
+            "skill_hash": self.skill.hash,
+            "suite_hash": self.suite.hash,
+            "split": self.split,
+            "repeats": self.repeats,
+            "model": model,
+            "shard": self.shard,
+            "task_ids": [t.id for t in self.tasks],
+        }
+
+
+@dataclass(frozen=True)
+class ErrorPolicy:
+    max_error_rate: float = 0.5
+    min_attempts: int = 10
+
+
+@dataclass
+class EvalOutcome:
+    summary: EvalSummary
+    results: list[TaskResult]
+    run_dir: Path
+
+
+def chat_messages(skill: Skill, prompt: str) -> list[Message]:
+    """The ``chat`` environment: the skill body is the system message, the prompt the user turn."""
+    system = skill.body.strip()
+    user = Message("user", prompt)
+    return [Message("system", system), user] if system else [user]
+
+
+class _ResultLog:
+    """Buffers results and appends them in batches (by count or age)."""
+
+    def __init__(self, run: RunDir, clock: Callable[[], float]):
+        self.run = run
+        self.clock = clock
+        self.pending: list[TaskResult] = []
+        self.last_flush = clock()
+
+    def add(self, result: TaskResult) -> None:
+        self.pending.append(result)
+        if len(self.pending) >= FLUSH_EVERY or self.clock() - self.last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+
+    def flush(self) -> None:
+        self.run.append_results(self.pending)
+        self.pending = []
+        self.last_flush = self.clock()
+
+
+def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float) -> str | None:
+    """Which budget, if any, is used up."""
+    spent = pool.total_spend()
+    tokens = (spent.usage.input_tokens or 0) + (spent.usage.output_tokens or 0)
+    if budgets.max_tokens is not None and tokens >= budgets.max_tokens:
+        return f"token budget reached ({tokens} of {budgets.max_tokens})"
+    if budgets.max_dollars is not None and spent.cost_usd >= budgets.max_dollars:
+        return f"dollar budget reached (${spent.cost_usd:.4f} of ${budgets.max_dollars})"
+    if budgets.max_wall_seconds is not None and elapsed >= budgets.max_wall_seconds:
+        return f"wall-time budget reached ({elapsed:.0f}s of {budgets.max_wall_seconds}s)"
+    return None
+
+
+async def rollout(plan: EvalPlan, task: Task, repeat: int, prompt: str, pool: ModelPool, scorer: Scorer) -> TaskResult:
+    """Run one task once and score it. Provider and scoring failures become errored results."""
+    messages = chat_messages(plan.skill, prompt)
+    try:
+        completion = await pool.complete("target", messages, sample_index=repeat)
+    except ProviderError as exc:
+        return TaskResult(task.id, repeat, prompt, None, None, None, error={"kind": exc.kind, "message": exc.message})
+    base = dict(
+        task_id=task.id,
+        repeat=repeat,
+        prompt=prompt,
+        output=completion.text,
+        usage=completion.usage,
+        latency_s=round(completion.latency_s, 4),
+        cached=completion.cached,
+        finish_reason=completion.finish_reason,
+    )
+    try:
+        score = await scorer.ascore(completion.text, task, pool)
+    except ScoringError as exc:
+        return TaskResult(score=None, passed=None, cost_usd=completion.cost_usd,
+                          error={"kind": "scoring", "message": str(exc)[:500]}, **base)
+    except ProviderError as exc:
+        return TaskResult(score=None, passed=None, cost_usd=completion.cost_usd,
+                          error={"kind": f"scorer_{exc.kind}", "message": exc.message}, **base)
+    cost = completion.cost_usd
+    if (score.usage.input_tokens or 0) + (score.usage.output_tokens or 0) > 0:
+        judge_cost = pool.cost("judge", score.usage)
+        cost = None if cost is None or judge_cost is None else cost + judge_cost
+    return TaskResult(score=score.value, passed=score.passed, feedback=score.feedback, scorer_usage=score.usage,
+                      cost_usd=None if cost is None else round(cost, 8), **base)
+
+
+async def evaluate(
+    plan: EvalPlan,
+    pool: ModelPool,
+    scorer: Scorer,
+    run: RunDir,
+    *,
+    budgets: Budgets = Budgets(),
+    errors: ErrorPolicy = ErrorPolicy(),
+    progress: Progress | None = None,
+    fresh: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+    on_result: Callable[[TaskResult], Awaitable[None] | None] | None = None,
+) -> EvalOutcome:
+    """Evaluate ``plan`` into ``run``. See the module docstring for the contract."""
+    started = clock()
+    model = pool.spec("target").to_dict()
+    previous = run.open(plan.manifest(model), fresh=fresh)
+    latest = {(r.task_id, r.repeat): r for r in previous}
+    todo = [(t, k) for t in plan.tasks for k in range(plan.repeats) if not (latest.get((t.id, k)) and latest[(t.id, k)].ok)]
+    progress = progress or Progress(len(todo), plan.skill.name, enabled=False)
+    log = _ResultLog(run, clock)
+    prompts: dict[str, str] = {}
+    attempts = failures = 0
+    stop: list[str] = []
+    queue = iter(todo)
+
+    async def worker() -> None:
+        nonlocal attempts, failures
+        for task, repeat in queue:
+            if stop:
+                return
+            reason = budget_stop(pool, budgets, clock() - started)
+            if reason:
+                stop.append(reason)
+                return
+            prompt = prompts.get(task.id)
+            if prompt is None:
+                prompt = prompts[task.id] = plan.suite.render_prompt(task)
+            result = await rollout(plan, task, repeat, prompt, pool, scorer)
+            latest[(task.id, repeat)] = result
+            log.add(result)
+            progress.advance(error=not result.ok)
+            attempts += 1
+            failures += not result.ok
+            if on_result is not None:
+                maybe = on_result(result)
+                if maybe is not None:
+                    await maybe
+            if attempts >= errors.min_attempts and failures / attempts > errors.max_error_rate:
+                raise RuntimeFailure(_abort_message(failures, attempts, latest.values()))
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        log.flush()
+        progress.close()
+        if not any(r.ok for r in latest.values()):
+            run.discard()
+        raise
+    log.flush()
+    progress.close()
+    order = {t.id: i for i, t in enumerate(plan.tasks)}
+    results = sorted(latest.values(), key=lambda r: (order.get(r.task_id, len(order)), r.repeat))
+    summary = summarize(
+        results,
+        [t.id for t in plan.tasks],
+        skill={"name": plan.skill.name, "path": plan.skill.path, "hash": plan.skill.hash, "tokens": plan.skill.tokens},
+        suite={"name": plan.suite.name, "path": plan.suite.display, "hash": plan.suite.hash},
+        split=plan.split,
+        model=model,
+        repeats=plan.repeats,
+        wall_time_s=clock() - started,
+        complete=not stop,
+        stopped=stop[0] if stop else None,
+        shard=plan.shard,
+        tool_version=__version__,
+    )
+    return EvalOutcome(summary=summary, results=results, run_dir=run.path)
+
+
+def _abort_message(failures: int, attempts: int, results: Any) -> str:
+    kinds: dict[str, str] = {}
+    for r in results:
+        if r.error:
+            kinds.setdefault(r.error["kind"], r.error["message"])
+    detail = "; ".join(f"{k}: {m}" for k, m in list(kinds.items())[:3])
+    return f"aborted after {failures} of {attempts} rollouts failed ({detail})"
+

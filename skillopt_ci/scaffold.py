@@ -1,0 +1,55 @@
+"""``skillopt-ci init``: copy the example project into a directory, never overwriting anything."""
+
+from __future__ import annotations
+
+from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
+
+from skillopt_ci.errors import InputError
+
+# Package file → where it goes in the user's repository.
+_RENAMES = {"workflow.yml": ".github/workflows/skillopt.yml"}
+_SKIP = {"__init__.py", "__pycache__"}
+
+
+def scaffold_files() -> dict[str, bytes]:
+    """Relative destination path → content, for every file ``init`` writes."""
+    root = resources.files("skillopt_ci.example")
+    files: dict[str, bytes] = {}
+
+    def walk(node: Traversable, prefix: str) -> None:
+        for child in sorted(node.iterdir(), key=lambda c: c.name):
+            if child.name in _SKIP or child.name.endswith(".pyc"):
+                continue
+            rel = f"{prefix}{child.name}"
+            if child.is_dir():
+                walk(child, rel + "/")
+            else:
+                files[_RENAMES.get(rel, rel)] = child.read_bytes()
+
+    walk(root, "")
+    return files
+
+
+def example_path(rel: str) -> Path:
+    """A path to a file of the bundled example (for the demo), usable as a real file."""
+    return Path(str(resources.files("skillopt_ci.example").joinpath(rel)))
+
+
+def init_project(target: Path) -> list[str]:
+    """Write the example project into ``target``. Refuses (exit 2, nothing written) if any of
+    the files already exists. Returns the relative paths written."""
+    files = scaffold_files()
+    clashes = sorted(rel for rel in files if (target / rel).exists())
+    if clashes:
+        raise InputError(
+            f"refusing to overwrite {len(clashes)} existing file(s): {', '.join(clashes[:5])}",
+            where=str(target),
+            hint="run init in an empty directory, or move those files away",
+        )
+    for rel, content in files.items():
+        dest = target / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(content)
+    return sorted(files)

@@ -1,0 +1,168 @@
+"""User scorer code: ``function: "scorer:score"`` calls ``score(output, task)`` from
+``scorer.py`` in the suite directory.
+
+The file is imported by path under a unique module name, so two suites may each have a
+``scorer.py``; ``sys.path`` is not touched, so the file cannot import its neighbours (it may
+import installed packages). The function receives the output string and the
+:class:`~skillopt_ci.task.Task`, and returns one of:
+
+- ``bool`` — value 1 or 0;
+- a number in [0, 1] — passed when ``>= pass_threshold``;
+- ``(value, feedback)`` — value a bool or a number as above, feedback a string;
+- ``{"score" | "value": number, "passed": bool (optional), "feedback": str (optional)}``;
+- a :class:`~skillopt_ci.scorers.base.Score`.
+
+Raising :class:`~skillopt_ci.errors.ScoringError` means "cannot measure this output" (missing
+data). Any other exception, or a return value of another shape, is a bug in the suite:
+:class:`~skillopt_ci.errors.ScorerCrash` naming the file, the line and the task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import math
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillopt_ci.errors import InputError, ScorerCrash, ScoringError
+from skillopt_ci.scorers.base import Score, Scorer, clip
+from skillopt_ci.task import Task
+
+
+@dataclass(frozen=True)
+class PythonOptions:
+    function: str = "scorer:score"  # "module:function"; module is a .py file in the suite dir
+    pass_threshold: float = 0.5
+
+
+def load_function(path: Path, name: str) -> Callable[..., Any]:
+    """Import ``path`` under a unique module name and return its callable ``name``."""
+    if not path.is_file():
+        raise InputError("python scorer file not found", where=str(path))
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    module_name = f"skillopt_user_scorer_{digest}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise InputError("cannot import python scorer file", where=str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look the module up here
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
+        raise InputError(
+            f"syntax error in python scorer: {exc.msg}", where=f"{path}:{exc.lineno}"
+        ) from exc
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        line = _line_in(exc, path)
+        where = f"{path}:{line}" if line else str(path)
+        raise InputError(
+            f"importing python scorer raised {type(exc).__name__}: {clip(str(exc), 160)}",
+            where=where,
+        ) from exc
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        found = sorted(
+            k for k, v in vars(module).items() if inspect.isfunction(v) and not k.startswith("_")
+        )
+        raise InputError(
+            f'python scorer has no function "{name}" (functions found: {", ".join(found) or "none"})',
+            where=str(path),
+        )
+    try:
+        inspect.signature(fn).bind("output", "task")
+    except TypeError:
+        raise InputError(
+            f'python scorer function "{name}" must accept (output, task)', where=str(path)
+        ) from None
+    except ValueError:  # no signature available (some builtins): find out at call time
+        pass
+    return fn
+
+
+def _line_in(exc: BaseException, path: Path) -> int | None:
+    """The line of the innermost traceback frame that lies in ``path``."""
+    target = path.resolve()
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if Path(frame.filename).resolve() == target:
+            line = frame.lineno
+    return line
+
+
+class PythonScorer(Scorer):
+    name = "python"
+    Options = PythonOptions
+
+    def setup(self) -> None:
+        module, _, function = self.options.function.partition(":")
+        if not module:
+            raise self.error(f'function must be "module:function", got "{self.options.function}"')
+        relative = module if module.endswith(".py") else module.replace(".", "/") + ".py"
+        self.path = self.suite_dir / relative
+        self.function = function or "score"
+        self.fn = load_function(self.path, self.function)
+        if not 0.0 <= self.options.pass_threshold <= 1.0:
+            raise self.error(f"pass_threshold must be in [0, 1], got {self.options.pass_threshold}")
+
+    def score(self, output: str, task: Task) -> Score:
+        try:
+            result = self.fn(output, task)
+        except ScoringError:
+            raise
+        except Exception as exc:
+            line = _line_in(exc, self.path)
+            at = f" at line {line} of {self.path.name}" if line else f" in {self.path.name}"
+            raise ScorerCrash(
+                f"{self.function}() raised {type(exc).__name__}: {clip(str(exc), 160)}{at} "
+                f'(task "{task.id}")',
+                where=f"{self.path}:{line}" if line else str(self.path),
+            ) from exc
+        return self._convert(result, task)
+
+    def _convert(self, result: Any, task: Task) -> Score:
+        threshold = self.options.pass_threshold
+        if isinstance(result, Score):
+            return result
+        original = result
+        feedback = ""
+        passed = None
+        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], str):
+            result, feedback = result
+        elif isinstance(result, dict) and self._dict_ok(result):
+            passed = result.get("passed")
+            feedback = result.get("feedback", "")
+            result = result["score"] if "score" in result else result["value"]
+        if isinstance(result, bool):
+            value = 1.0 if result else 0.0
+        elif isinstance(result, (int, float)) and math.isfinite(result) and 0 <= result <= 1:
+            value = float(result)
+        else:
+            raise self._bad_return(original, task)
+        if not feedback:
+            feedback = f"{self.path.name}:{self.function} returned {clip(repr(result), 40)}"
+        return Score(value, value >= threshold if passed is None else passed, feedback)
+
+    def _dict_ok(self, result: dict[str, Any]) -> bool:
+        allowed = {"score", "value", "passed", "feedback"}
+        return (
+            set(result) <= allowed
+            and ("score" in result) != ("value" in result)
+            and isinstance(result.get("passed", False), bool)
+            and isinstance(result.get("feedback", ""), str)
+        )
+
+    def _bad_return(self, result: Any, task: Task) -> ScorerCrash:
+        return ScorerCrash(
+            f"{self.function}() returned {type(result).__name__} {clip(repr(result), 80)} on task "
+            f'"{task.id}"; expected a bool, a number in [0, 1], (value, feedback), '
+            '{"score": value, "passed"?: bool, "feedback"?: str} or a Score',
+            where=str(self.path),
+        )

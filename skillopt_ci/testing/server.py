@@ -1,0 +1,364 @@
+"""A scripted model server: real HTTP on 127.0.0.1 speaking OpenAI, Azure OpenAI and Anthropic.
+
+Tests point the real ``openai`` and ``anthropic`` SDKs at it; a Python policy decides each
+reply, and faults (rate limits, server errors, slow or malformed answers, dropped connections)
+can be injected per request. Run it in its own process with
+``python -m skillopt_ci.testing.server --port 0 --latency 0.1 --policy module:function``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import signal
+import socket
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from skillopt_ci.testing.protocols import (
+    Fault,
+    RequestError,
+    ScriptedReply,
+    ScriptedRequest,
+    WireResponse,
+    error_response,
+    fault_response,
+    format_reply,
+    guess_protocol,
+    json_response,
+    parse_request,
+    route,
+)
+
+__all__ = ["Fault", "RecordedCall", "ScriptedModelServer", "ScriptedReply", "ScriptedRequest"]
+
+Policy = Callable[[ScriptedRequest], "str | ScriptedReply"]
+FaultPlan = Callable[[ScriptedRequest], "Fault | None"]
+
+
+def echo(request: ScriptedRequest) -> str:
+    """The default policy: answer with the text of the last user message."""
+    return request.last_user
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One model call the server answered. ``status`` is 0 when the connection was dropped;
+    ``error`` names the exception when the policy or fault plan raised."""
+
+    request: ScriptedRequest
+    status: int
+    fault: str | None
+    reply_text: str | None
+    error: str | None = None
+
+
+class ScriptedModelServer:
+    """An HTTP model server on ``host:port`` (an ephemeral port by default) driven by ``policy``.
+
+    ``policy(request) -> str | ScriptedReply`` is called concurrently from handler threads and
+    must be thread-safe; ``None`` echoes the last user message. ``latency`` (seconds) delays every
+    successful reply. ``policy``, ``latency`` and ``fault_plan`` may be reassigned at any time.
+    Requests to unknown routes and invalid bodies are answered (404/400) but neither recorded
+    nor given a ``call_index``, nor do they consume faults.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        *,
+        latency: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.policy: Policy = policy or echo
+        self.latency = latency
+        self.fault_plan: FaultPlan | None = None
+        self._host = host
+        self._port = port
+        self._lock = threading.Lock()
+        self._faults: deque[Fault] = deque()
+        self._calls: list[RecordedCall] = []
+        self._next_index = 0
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ScriptedModelServer:
+        """Bind and serve in a daemon thread; does nothing if already running."""
+        if self._httpd is None:
+            self._httpd = _HTTPServer((self._host, self._port), self)
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name=f"ScriptedModelServer:{self._httpd.server_address[1]}",
+                daemon=True,
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, close open connections, join the threads and close the socket.
+
+        Idempotent. Replies still waiting out a delay are abandoned without an answer.
+        """
+        with self._lock:
+            httpd, thread = self._httpd, self._thread
+            self._httpd = self._thread = None
+        if httpd is None or thread is None:
+            return
+        httpd.stopping.set()
+        httpd.shutdown()
+        httpd.close_connections()
+        httpd.server_close()
+        thread.join()
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT``; the server must be running."""
+        if self._httpd is None:
+            raise RuntimeError("ScriptedModelServer is not running; call start() first")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return self.url + "/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """Without ``/v1``: the Anthropic SDK appends it."""
+        return self.url
+
+    @property
+    def azure_endpoint(self) -> str:
+        return self.url
+
+    def inject(self, *faults: Fault) -> None:
+        """Queue faults; each following model call consumes one, in arrival order."""
+        for fault in faults:
+            if not isinstance(fault, Fault):
+                raise TypeError(f"inject() takes Fault objects, not {type(fault).__name__}")
+        with self._lock:
+            self._faults.extend(faults)
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        """A copy of the recorded calls, in the order they were answered."""
+        with self._lock:
+            return list(self._calls)
+
+    @property
+    def call_count(self) -> int:
+        with self._lock:
+            return len(self._calls)
+
+    def reset(self) -> None:
+        """Forget recorded calls and queued faults, and restart ``call_index`` at 0."""
+        with self._lock:
+            self._calls.clear()
+            self._faults.clear()
+            self._next_index = 0
+
+    def _answer(
+        self, protocol: str, raw: bytes, headers: dict[str, str], deployment: str | None
+    ) -> WireResponse:
+        """Decide the response to one request on a known route."""
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return error_response(
+                protocol, 400, f"We could not parse the JSON body of your request: {exc}"
+            )
+        try:
+            parsed = parse_request(protocol, body, headers, deployment)
+        except RequestError as exc:
+            return error_response(protocol, exc.status, exc.message)
+        with self._lock:
+            request = replace(parsed, call_index=self._next_index)
+            self._next_index += 1
+            fault = self._faults.popleft() if self._faults else None
+            plan = self.fault_plan
+        culprit = "fault_plan"
+        try:
+            if fault is None and plan is not None:
+                fault = plan(request)
+            if fault is not None and fault.kind != "slow":
+                response = fault_response(protocol, fault)
+                self._record(RecordedCall(request, response.status, fault.kind, None))
+                return response
+            culprit = "policy"
+            reply = _as_reply(self.policy(request))
+        except Exception as exc:
+            message = f"ScriptedModelServer {culprit} raised {type(exc).__name__}: {exc}"
+            self._record(RecordedCall(request, 500, None, None, message))
+            return error_response(protocol, 500, message)
+        delay = fault.delay if fault else (self.latency if reply.latency is None else reply.latency)
+        self._record(RecordedCall(request, 200, fault.kind if fault else None, reply.text))
+        return json_response(protocol, 200, format_reply(request, reply), delay)
+
+    def _record(self, call: RecordedCall) -> None:
+        with self._lock:
+            self._calls.append(call)
+
+
+def _as_reply(value: object) -> ScriptedReply:
+    if isinstance(value, ScriptedReply):
+        return value
+    if isinstance(value, str):
+        return ScriptedReply(value)
+    raise TypeError(f"policy returned {type(value).__name__}; expected str or ScriptedReply")
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], owner: ScriptedModelServer) -> None:
+        self.owner = owner
+        self.stopping = threading.Event()
+        self._conn_lock = threading.Lock()
+        self._conns: dict[socket.socket, threading.Thread] = {}
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), daemon=True
+        )
+        with self._conn_lock:
+            self._conns[request] = thread
+        thread.start()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._conn_lock:
+            self._conns.pop(request, None)
+        super().shutdown_request(request)
+
+    def close_connections(self, timeout: float = 5.0) -> None:
+        """Shut down every open connection and join the handler threads."""
+        with self._conn_lock:
+            conns = list(self._conns.items())
+        for sock, _ in conns:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for _, thread in conns:
+            thread.join(timeout)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "ScriptedModelServer/1.0"
+    sys_version = ""
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _dispatch(self, method: str) -> None:
+        raw = self._read_body()
+        if raw is None:
+            self.close_connection = True
+            return
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        url = urlsplit(self.path)
+        target = route(url.path) if method == "POST" else None
+        if target is None:
+            protocol = guess_protocol(url.path, headers)
+            response = error_response(protocol, 404, f"Invalid URL ({method} {url.path})")
+        elif target[0] == "azure" and "api-version" not in parse_qs(url.query):
+            response = error_response("azure", 400, "Missing required query parameter: api-version")
+        else:
+            response = self.server.owner._answer(target[0], raw, headers, target[1])
+        self._send(response)
+
+    def _read_body(self) -> bytes | None:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks = []
+            while True:
+                line = self.rfile.readline()
+                if not line:
+                    return None
+                size = int(line.split(b";")[0].strip() or b"0", 16)
+                chunk = self.rfile.read(size + 2)[:size]
+                if size == 0:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+        length = int(self.headers.get("Content-Length") or 0)
+        data = self.rfile.read(length) if length else b""
+        return data if len(data) == length else None
+
+    def _send(self, response: WireResponse) -> None:
+        if response.delay > 0 and self.server.stopping.wait(response.delay):
+            response = WireResponse(0, None, {})
+        if response.body is None:
+            self.close_connection = True
+            return
+        try:
+            self.send_response(response.status)
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            self.wfile.write(response.body)
+        except OSError:
+            self.close_connection = True
+
+
+def _load_policy(spec: str) -> Policy:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"--policy must look like module:function, got {spec!r}")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise SystemExit(f"--policy {spec!r} cannot be loaded: {exc}") from exc
+    if not callable(target):
+        raise SystemExit(f"--policy {spec!r} is not callable")
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGTERM or SIGINT; print ``READY <url>`` once listening. Returns 0."""
+    parser = argparse.ArgumentParser(prog="python -m skillopt_ci.testing.server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--policy", help="module:function (default: echo the last user message)")
+    args = parser.parse_args(argv)
+    policy = _load_policy(args.policy) if args.policy else None
+    done = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: done.set())
+    server = ScriptedModelServer(policy, latency=args.latency, host=args.host, port=args.port)
+    with server:
+        print(f"READY {server.url}", flush=True)
+        while not done.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Shared fixtures: a scripted model server, an example project wired to it, and a CLI runner."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from skillopt_ci.cli import main
+from skillopt_ci.scaffold import example_path
+from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing.triage import TriagePolicy
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliResult:
+    """Run ``skillopt-ci`` in this process (through the real entry point) and capture its output."""
+    out, err = io.StringIO(), io.StringIO()
+    old_cwd = Path.cwd()
+    old_env = dict(os.environ)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        if env is not None:
+            os.environ.update(env)
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = int(exc.code or 0)
+    finally:
+        os.chdir(old_cwd)
+        os.environ.clear()
+        os.environ.update(old_env)
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def server():
+    with ScriptedModelServer(TriagePolicy()) as srv:
+        yield srv
+
+
+def write_project(root: Path, base_url: str, target: dict | None = None, **overrides) -> Path:
+    """The bundled example in ``root``, its target pointed at ``base_url`` (OpenAI-compatible)."""
+    shutil.copytree(example_path("skills"), root / "skills")
+    shutil.copytree(example_path("eval_suites"), root / "eval_suites", ignore=shutil.ignore_patterns("__pycache__"))
+    config = {
+        "version": 1,
+        "models": {
+            "target": {"provider": "openai-compatible", "model": "sim-triage-1", "base_url": base_url,
+                       "params": {"temperature": 0}, "max_retries": 2},
+        },
+        "skills": [{"path": "skills/ticket-triage/SKILL.md", "suite": "eval_suites/ticket-triage"}],
+        "concurrency": 4,
+        "cache": {"mode": "read-write", "path": ".skillopt/cache.sqlite"},
+        "pricing": {"sim-triage-1": {"input": 1.0, "output": 2.0}},
+    }
+    config["models"]["target"].update(target or {})
+    config.update(overrides)
+    (root / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return root
+
+
+@pytest.fixture
+def project(tmp_path, server):
+    return write_project(tmp_path / "proj", server.openai_base_url)
+
+
+@pytest.fixture(autouse=True)
+def _no_real_keys(monkeypatch):
+    """No test may reach a real provider: drop any keys and base URLs from the environment."""
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+                "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION"):
+        monkeypatch.delenv(var, raising=False)
+
+
+PYTHON = sys.executable
