@@ -17,6 +17,7 @@ import click
 
 from skillopt_ci import __version__
 from skillopt_ci.errors import EXIT_INPUT, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
+from skillopt_ci.paths import display_path
 
 
 class State:
@@ -56,18 +57,10 @@ def load_project_config(state: State, model: str | None = None, base_url: str | 
             raise InputError("no skillopt.yml in this directory or above",
                              hint="run skillopt-ci init, or pass --config, or --model provider:model")
         return default_config(Path.cwd(), override)
-    config = load_config(path, display=shown_path(path))
+    config = load_config(path, display=display_path(path))
     if override is not None:
         config = replace(config, models=MappingProxyType({**config.models, "target": override}))
     return config
-
-
-def shown_path(path: Path) -> str:
-    """A path as the user would write it: relative to the working directory when inside it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 @cli.command()
@@ -92,7 +85,7 @@ def validate(state: State) -> None:
     path = state.config_path or find_config()
     if path is None:
         raise InputError("no skillopt.yml in this directory or above", hint="run skillopt-ci init or pass --config")
-    config, problems = validate_project(path, display=shown_path(path))
+    config, problems = validate_project(path, display=display_path(path))
     for problem in problems:
         click.echo(f"error: {problem}", err=True)
     if problems:

@@ -6,10 +6,11 @@ config; keys come from environment variables (see :mod:`skillopt_ci.models.regis
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from skillopt_ci.errors import InputError
 from skillopt_ci.yamlfile import Problem, YamlDoc, load_yaml, parse_yaml, schema_problems

@@ -19,6 +19,7 @@ from skillopt_ci.config import Config, ModelSpec
 from skillopt_ci.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError
 from skillopt_ci.models.base import Backend
 from skillopt_ci.models.pool import ModelPool
+from skillopt_ci.paths import display_path
 from skillopt_ci.progress import Progress
 from skillopt_ci.records import EvalSummary
 from skillopt_ci.report import eval_report
@@ -52,8 +53,8 @@ def default_run_dir(config: Config, plan: EvalPlan) -> Path:
 
 def prepare(config: Config, request: EvalRequest) -> EvalPlan:
     """Load and check the skill and the suite split; raises :class:`InputError`."""
-    skill = load_skill(request.skill)
-    suite = load_suite(request.suite)
+    skill = load_skill(request.skill, display=display_path(request.skill))
+    suite = load_suite(request.suite, display=display_path(request.suite))
     tasks = suite.tasks(request.split)
     if not tasks:
         raise InputError(f"the {request.split!r} split has no tasks", where=suite.split_files.get(request.split, suite.display))

@@ -153,8 +153,8 @@ async def evaluate(
     scorer: Scorer,
     run: RunDir,
     *,
-    budgets: Budgets = Budgets(),
-    errors: ErrorPolicy = ErrorPolicy(),
+    budgets: Budgets | None = None,
+    errors: ErrorPolicy | None = None,
     progress: Progress | None = None,
     fresh: bool = False,
     clock: Callable[[], float] = time.monotonic,
@@ -162,6 +162,8 @@ async def evaluate(
 ) -> EvalOutcome:
     """Evaluate ``plan`` into ``run``. See the module docstring for the contract."""
     started = clock()
+    budgets = budgets or Budgets()
+    errors = errors or ErrorPolicy()
     model = pool.spec("target").to_dict()
     previous = run.open(plan.manifest(model), fresh=fresh)
     latest = {(r.task_id, r.repeat): r for r in previous}

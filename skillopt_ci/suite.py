@@ -87,14 +87,15 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
     if not isinstance(doc.data, dict):
         return None, [Problem(doc.file, "must be a YAML mapping with at least a scorer")]
     problems = schema_problems(doc, "suite.schema.json")
-    if problems:
-        return None, problems
+    schema_ok = not problems
     data: dict[str, Any] = doc.data
-    prompt = data.get("prompt", DEFAULT_PROMPT)
+    # Even when suite.yaml has schema problems, read the tasks so that every problem is listed.
+    prompt = data.get("prompt") if isinstance(data.get("prompt"), str) else DEFAULT_PROMPT
     env = data.get("environment", "chat")
-    env = env["type"] if isinstance(env, dict) else env
+    env = env.get("type", "chat") if isinstance(env, dict) else env
+    declared = data.get("splits") if isinstance(data.get("splits"), dict) else {}
 
-    files = _split_files(path, data.get("splits") or {}, shown, problems)
+    files = _split_files(path, declared, shown, problems)
     splits: dict[str, tuple[Task, ...]] = {}
     first_seen: dict[str, tuple[str, str]] = {}
     for split, file in files.items():
@@ -116,6 +117,8 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
         splits[split] = tasks
     if not files and not problems:
         problems.append(Problem(shown, "no split files found (expected train/val/test .jsonl or .json)"))
+    if not schema_ok:
+        return None, problems
     suite = Suite(
         name=data.get("name") or path.name,
         path=path,
@@ -135,7 +138,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
 def _split_files(path: Path, declared: dict[str, str], shown: str, problems: list[Problem]) -> dict[str, Path]:
     files: dict[str, Path] = {}
     for split in SPLITS:
-        if split in declared:
+        if isinstance(declared.get(split), str):
             candidate = path / declared[split]
             if not candidate.is_file():
                 problems.append(Problem(f"{shown}/suite.yaml", f"no such file {declared[split]!r}", f"splits.{split}"))

@@ -1,4 +1,5 @@
-"""Anthropic Messages. System messages become the ``system`` field; raw JSON is parsed by us."""
+"""Anthropic Messages. System messages become the ``system`` field; the body goes through the
+client's low-level ``post`` and the raw JSON is parsed by us (see :mod:`openai_backend`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ from skillopt_ci.models.openai_backend import to_provider_error
 from skillopt_ci.models.registry import Endpoint
 
 DEFAULT_MAX_TOKENS = 1024
-_SDK_KEYWORDS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "metadata"})
-
-
 class AnthropicBackend:
     provider = "anthropic"
 
@@ -28,22 +26,17 @@ class AnthropicBackend:
         )
 
     async def complete(self, messages: list[Message], params: dict[str, Any]) -> Completion:
+        body: dict[str, Any] = {"max_tokens": DEFAULT_MAX_TOKENS, **params, "model": self.model}
         system = "\n\n".join(m.content for m in messages if m.role == "system")
-        turns = [m.to_dict() for m in messages if m.role != "system"]
-        known = {k: v for k, v in params.items() if k in _SDK_KEYWORDS}
-        known.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
-        extra = {k: v for k, v in params.items() if k not in _SDK_KEYWORDS}
         if system:
-            known["system"] = system
+            body["system"] = system
+        body["messages"] = [m.to_dict() for m in messages if m.role != "system"]
         started = time.perf_counter()
         try:
-            raw = await self._client.messages.with_raw_response.create(
-                model=self.model, messages=turns, extra_body=extra or None, **known
-            )
+            content = await self._client.post("/v1/messages", cast_to=bytes, body=body)
         except self._anthropic.APIError as exc:
             raise to_provider_error(self._anthropic, exc) from None
-        latency = time.perf_counter() - started
-        return parse_message(raw.http_response.content, latency)
+        return parse_message(content, time.perf_counter() - started)
 
     async def aclose(self) -> None:
         await self._client.close()

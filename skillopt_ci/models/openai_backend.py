@@ -1,8 +1,9 @@
 """OpenAI Chat Completions: ``openai``, ``azure-openai`` and ``openai-compatible`` (vLLM, Ollama…).
 
-One client per backend, reused for every call. We ask the SDK for the raw HTTP response and read
-the few fields we need from its JSON: building the SDK's typed objects for every call costs CPU
-that a high-concurrency eval cannot spare (DESIGN section 10).
+One client per backend, reused for every call. We send the body through the client's documented
+low-level ``post`` (auth, base URL, Azure deployment routing and error classes stay the SDK's)
+and read the few fields we need from the raw JSON: the SDK's per-call parameter transformation
+and typed response objects cost more CPU than the rest of a rollout (bench/bench_eval.py).
 """
 
 from __future__ import annotations
@@ -15,12 +16,6 @@ from skillopt_ci.errors import ProviderError
 from skillopt_ci.models.base import Completion, Message, Usage
 from skillopt_ci.models.registry import Endpoint
 from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
-
-# Parameters the SDK's create() names as keywords; anything else goes through ``extra_body``.
-_SDK_KEYWORDS = frozenset(
-    {"temperature", "max_tokens", "max_completion_tokens", "top_p", "seed", "stop", "presence_penalty",
-     "frequency_penalty", "n", "logit_bias", "response_format", "reasoning_effort", "user"}
-)
 
 
 class OpenAIBackend:
@@ -44,20 +39,13 @@ class OpenAIBackend:
             )
 
     async def complete(self, messages: list[Message], params: dict[str, Any]) -> Completion:
-        known = {k: v for k, v in params.items() if k in _SDK_KEYWORDS}
-        extra = {k: v for k, v in params.items() if k not in _SDK_KEYWORDS}
+        body = {**params, "model": self.model, "messages": [m.to_dict() for m in messages]}
         started = time.perf_counter()
         try:
-            raw = await self._client.chat.completions.with_raw_response.create(
-                model=self.model,
-                messages=[m.to_dict() for m in messages],
-                extra_body=extra or None,
-                **known,
-            )
+            content = await self._client.post("/chat/completions", cast_to=bytes, body=body)
         except self._openai.APIError as exc:
             raise to_provider_error(self._openai, exc) from None
-        latency = time.perf_counter() - started
-        return parse_chat_completion(raw.http_response.content, latency)
+        return parse_chat_completion(content, time.perf_counter() - started)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -17,7 +17,7 @@ from skillopt_ci.errors import InputError, ProviderError, RuntimeFailure
 from skillopt_ci.models.base import Backend, Completion, Message, Usage
 from skillopt_ci.models.pricing import cost_of, price_for
 from skillopt_ci.models.registry import create_backend, resolve_endpoint
-from skillopt_ci.models.retry import with_retries
+from skillopt_ci.models.retry import BASE_DELAY_S, with_retries
 
 
 @dataclass
@@ -55,6 +55,7 @@ class ModelPool:
         *,
         env: Mapping[str, str] | None = None,
         backend_factory: Callable[[ModelSpec, Mapping[str, str]], Backend] | None = None,
+        retry_base_delay: float = BASE_DELAY_S,
     ):
         self.config = config
         self.cache = cache
@@ -63,6 +64,7 @@ class ModelPool:
         self._backends: dict[str, Backend] = {}
         self._factory = backend_factory or create_backend
         self._limit = asyncio.Semaphore(config.concurrency)
+        self._retry_base_delay = retry_base_delay
 
     def spec(self, role: str) -> ModelSpec:
         spec = self.config.models.get(role)
@@ -112,7 +114,7 @@ class ModelPool:
                 return await backend.complete(messages, params)
 
         try:
-            completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry)
+            completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry, base_delay=self._retry_base_delay)
         except ProviderError:
             spend.errors += 1
             raise

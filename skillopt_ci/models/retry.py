@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from email.utils import parsedate_to_datetime
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from skillopt_ci.errors import ProviderError
@@ -43,12 +43,12 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
-def backoff_delay(attempt: int, error: ProviderError, rng: random.Random) -> float:
+def backoff_delay(attempt: int, error: ProviderError, rng: random.Random, base: float = BASE_DELAY_S) -> float:
     """Delay before retry number ``attempt`` (0-based): the server's Retry-After when given
-    (capped at five minutes), else 0.5 s × 2^attempt with ±50% jitter, capped at 30 s."""
+    (capped at five minutes), else ``base`` × 2^attempt with ±50% jitter, capped at 30 s."""
     if error.retry_after is not None:
         return min(error.retry_after, MAX_RETRY_AFTER_S)
-    return min(MAX_BACKOFF_S, BASE_DELAY_S * 2**attempt) * rng.uniform(0.5, 1.5)
+    return min(MAX_BACKOFF_S, base * 2**attempt) * rng.uniform(0.5, 1.5)
 
 
 async def with_retries(
@@ -58,6 +58,7 @@ async def with_retries(
     on_retry: Callable[[ProviderError, float], None] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rng: random.Random | None = None,
+    base_delay: float = BASE_DELAY_S,
 ) -> T:
     """Run ``call``; on a retryable :class:`ProviderError` wait and try again, up to
     ``max_retries`` more times. The last error propagates."""
@@ -69,7 +70,7 @@ async def with_retries(
         except ProviderError as error:
             if not error.retryable or attempt >= max_retries:
                 raise
-            delay = backoff_delay(attempt, error, rng)
+            delay = backoff_delay(attempt, error, rng, base_delay)
             if on_retry is not None:
                 on_retry(error, delay)
             await sleep(delay)
