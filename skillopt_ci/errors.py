@@ -72,8 +72,13 @@ class ProviderError(Exception):
 class ScoringError(Exception):
     """A scorer could not produce a measurement for one output (e.g. an unparseable judge verdict).
 
-    Recorded as an errored result (missing data), never as a zero.
+    Recorded as an errored result (missing data), never as a zero. ``usage`` counts the tokens a
+    model-based scorer spent on the way (they were paid for even though no score came out).
     """
+
+    def __init__(self, message: str, *, usage: object | None = None):
+        super().__init__(message)
+        self.usage = usage
 
 
 class ScorerCrash(InputError):

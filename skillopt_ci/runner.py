@@ -23,7 +23,7 @@ from typing import Any
 from skillopt_ci import __version__
 from skillopt_ci.config import Budgets
 from skillopt_ci.errors import ProviderError, RuntimeFailure, ScoringError
-from skillopt_ci.models.base import Message
+from skillopt_ci.models.base import Message, Usage
 from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.progress import Progress
 from skillopt_ci.records import EvalSummary, TaskResult, summarize
@@ -134,7 +134,8 @@ async def rollout(plan: EvalPlan, task: Task, repeat: int, prompt: str, pool: Mo
     try:
         score = await scorer.ascore(completion.text, task, pool)
     except ScoringError as exc:
-        return TaskResult(score=None, passed=None, cost_usd=completion.cost_usd,
+        spent = exc.usage if isinstance(exc.usage, Usage) else Usage()
+        return TaskResult(score=None, passed=None, cost_usd=completion.cost_usd, scorer_usage=spent,
                           error={"kind": "scoring", "message": str(exc)[:500]}, **base)
     except ProviderError as exc:
         return TaskResult(score=None, passed=None, cost_usd=completion.cost_usd,

@@ -198,9 +198,9 @@ class Judge(Scorer):
                 problems.append(f"{exc} in {quote(reply.text, 80)}")
         if not verdicts:
             error = ScoringError(
-                f"judge verdict unparseable in all {len(replies)} samples: {problems[0]}"
+                f"judge verdict unparseable in all {len(replies)} samples: {problems[0]}",
+                usage=usage,
             )
-            error.usage = usage  # type: ignore[attr-defined]  # the tokens were still spent
             raise error
         value = sum(s for s, _ in verdicts) / len(verdicts)
         reasons = list(dict.fromkeys(clip(r, 240 // len(verdicts) + 20) for _, r in verdicts if r))
