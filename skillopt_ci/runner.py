@@ -199,7 +199,8 @@ async def evaluate(
                 if maybe is not None:
                     await maybe
             if attempts >= errors.min_attempts and failures / attempts > errors.max_error_rate:
-                raise RuntimeFailure(_abort_message(failures, attempts, latest.values()))
+                raise RuntimeFailure(_abort_message(failures, attempts, latest.values()),
+                                     hint=_abort_hint(pool, latest.values()))
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
     try:
@@ -242,3 +243,15 @@ def _abort_message(failures: int, attempts: int, results: Any) -> str:
     detail = "; ".join(f"{k}: {m}" for k, m in list(kinds.items())[:3])
     return f"aborted after {failures} of {attempts} rollouts failed ({detail})"
 
+
+def _abort_hint(pool: ModelPool, results: Any) -> str:
+    kinds = {r.error["kind"] for r in results if r.error}
+    spec = pool.spec("target")
+    if kinds & {"connection", "timeout"}:
+        where = spec.base_url or f"the {spec.provider} endpoint"
+        return f"check that {where} is reachable (models.target.base_url or the provider's *_BASE_URL variable)"
+    if "auth" in kinds:
+        return "check the API key for models.target"
+    if "rate_limit" in kinds:
+        return "lower concurrency in skillopt.yml or raise models.target.max_retries"
+    return "see results.jsonl in the run directory for each error"

@@ -181,6 +181,7 @@ def test_unreachable_endpoint_aborts_with_exit_3_and_leaves_nothing(tmp_path):
     res = run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project)
     assert res.code == 3
     assert "aborted after" in res.err and "connection" in res.err
+    assert "check that http://127.0.0.1:9/v1 is reachable" in res.err
     assert not out.exists()
 
 
