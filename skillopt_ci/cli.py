@@ -107,22 +107,24 @@ def validate(state: State) -> None:
 @click.option("--base-url", help="Base URL for --model (OpenAI-compatible servers).")
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]), help="Response cache mode.")
 @click.option("--concurrency", type=click.IntRange(1, 512), help="Model calls in flight.")
+@click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.pass_obj
 def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: int | None, out: Path | None,
              fresh: bool, threshold: float | None, model: str | None, base_url: str | None, cache_mode: str | None,
-             concurrency: int | None, as_json: bool, quiet: bool) -> None:
+             concurrency: int | None, shard: str | None, as_json: bool, quiet: bool) -> None:
     """Evaluate SKILL (a file, or a skill name from skillopt.yml) on a suite split."""
     from skillopt_ci.evaluation import EvalRequest, run_eval, threshold_verdict
     from skillopt_ci.report import score_table
+    from skillopt_ci.shard import parse_shard
 
     config = load_project_config(state, model, base_url)
     if concurrency:
         config = replace(config, concurrency=concurrency)
     skill_path, suite_path = resolve_skill(config, skill, suite)
     request = EvalRequest(skill=skill_path, suite=suite_path, split=split, repeats=repeats, out=out, fresh=fresh,
-                          threshold=threshold, cache_mode=cache_mode)
+                          threshold=threshold, cache_mode=cache_mode, shard=parse_shard(shard))
     outcome = run_eval(config, request, show_progress=not quiet)
     code, verdict = threshold_verdict(outcome.summary, threshold)
     if as_json:
@@ -151,6 +153,115 @@ def resolve_skill(config: Any, skill: str, suite: Path | None) -> tuple[Path, Pa
             raise InputError(f"{skill} is not in skillopt.yml, so --suite is needed")
         suite = entry.suite
     return path, suite
+
+
+def _session(config: Any, cache_mode: str | None, quiet: bool) -> Any:
+    from skillopt_ci.evaluation import EvalSession
+
+    return EvalSession(config, cache_mode=cache_mode, show_progress=not quiet)
+
+
+def _finish_gate(report: Any, out: Path, as_json: bool) -> None:
+    """Write report.md, print the table (or gate.json) and exit with the gate's code."""
+    from skillopt_ci.gate_report import render_gate, terminal_table
+    from skillopt_ci.rundir import write_atomic
+
+    write_atomic(out / "report.md", render_gate(report, limit=1_000_000))
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(terminal_table(report))
+        click.echo(f"\nreport: {display_path(out / 'report.md')}")
+    code = 1 if report.failed and not report.overridden else 0
+    reasons = [f"{s.change.name}: {s.reason}" for s in report.skills if s.failed or s.verdict == "inconclusive"]
+    click.echo(f"{report.verdict}" + (": " + "; ".join(reasons) if reasons else ""), err=True)
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("base_skill", type=click.Path(path_type=Path))
+@click.argument("head_skill", type=click.Path(path_type=Path))
+@click.option("--suite", type=click.Path(path_type=Path), required=True, help="Suite directory.")
+@click.option("--split", help="Split (default: gate.split, val).")
+@click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task and side.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir; re-running resumes).")
+@click.option("--shard", help="Compare on one stable slice of the tasks, i/n.")
+@click.option("--model", help="Target model as provider:model, overriding skillopt.yml.")
+@click.option("--base-url", help="Base URL for --model.")
+@click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
+@click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.pass_obj
+def compare(state: State, base_skill: Path, head_skill: Path, suite: Path, split: str | None, repeats: int | None,
+            out: Path | None, shard: str | None, model: str | None, base_url: str | None, cache_mode: str | None,
+            as_json: bool, quiet: bool) -> None:
+    """Paired comparison of two skill files on the same tasks; exit 1 when the head regresses."""
+    from skillopt_ci.gate import run_compare
+    from skillopt_ci.shard import parse_shard
+
+    config = _with_gate(load_project_config(state, model, base_url), split, repeats)
+    out = out or config.runs_dir / f"compare-{base_skill.stem}-{head_skill.stem}-{config.gate.split}"
+    with _session(config, cache_mode, quiet) as session:
+        report = run_compare(config, session, base_skill, head_skill, suite, out, shard=parse_shard(shard))
+    _finish_gate(report, out, as_json)
+
+
+def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
+    changes = {k: v for k, v in (("split", split), ("repeats", repeats)) if v is not None}
+    return replace(config, gate=replace(config.gate, **changes)) if changes else config
+
+
+@cli.command()
+@click.option("--base", "base_ref", help="Base ref (default: origin/HEAD, origin/main or main).")
+@click.option("--head", "head_ref", help="Head ref (default: the working tree, uncommitted edits included).")
+@click.option("--skill", "skills", multiple=True, help="Only these configured skills (repeatable).")
+@click.option("--split", help="Split (default: gate.split, val).")
+@click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task and side.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir).")
+@click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
+@click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
+@click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.pass_obj
+def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple[str, ...], split: str | None,
+         repeats: int | None, out: Path | None, shard: str | None, cache_mode: str | None, as_json: bool,
+         quiet: bool) -> None:
+    """Evaluate base and head of every changed skill on held-out tasks; exit 1 on a regression."""
+    from skillopt_ci.gate import default_base_ref, run_gate
+    from skillopt_ci.git import Git
+    from skillopt_ci.shard import parse_shard
+
+    config = _with_gate(load_project_config(state), split, repeats)
+    git = Git(config.root)
+    base_ref = base_ref or default_base_ref(git)
+    if out is None:
+        head_name = head_ref or "worktree"
+        suffix = f"-shard{shard.replace('/', 'of')}" if shard else ""
+        out = config.runs_dir / f"gate-{git.resolve(base_ref)[:8]}-{head_name.replace('/', '-')}{suffix}"
+    with _session(config, cache_mode, quiet) as session:
+        report = run_gate(config, git, session, out, base_ref=base_ref, head_ref=head_ref, shard=parse_shard(shard),
+                          only=skills)
+    _finish_gate(report, out, as_json)
+
+
+@cli.command()
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Where to write the merged run.")
+@click.option("--json", "as_json", is_flag=True, help="Print the merged summary or gate.json.")
+def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
+    """Join the run directories of --shard jobs into the report a single run would give."""
+    from skillopt_ci.merge import kind_of, merge_eval_runs, merge_gate_runs
+    from skillopt_ci.report import eval_report, score_table
+    from skillopt_ci.rundir import write_atomic
+
+    kinds = {kind_of(d) for d in dirs}
+    if len(kinds) > 1:
+        raise InputError("cannot merge eval runs with gate runs", hint="pass the shard directories of one job")
+    if kinds == {"gate"}:
+        _finish_gate(merge_gate_runs(list(dirs), out), out, as_json)
+    summary, results = merge_eval_runs(list(dirs), out)
+    write_atomic(out / "report.md", eval_report(summary, results))
+    click.echo(json.dumps(summary.to_dict(), indent=2) if as_json else score_table([summary]))
 
 
 @cli.command()

@@ -78,6 +78,29 @@ class Budgets:
 
 
 @dataclass(frozen=True)
+class GatePolicy:
+    """The ``gate:`` section. See config.schema.json for what each field means."""
+
+    split: str = "val"
+    repeats: int | None = None
+    margin: float = 0.0
+    confidence: float = 0.95
+    min_coverage: float = 0.8
+    min_score: float | None = None
+    fail_on: tuple[str, ...] = ("regressed",)
+    override_label: str = "skillopt:allow-regression"
+    resamples: int = 2000
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GatePolicy:
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if "fail_on" in values:
+            values["fail_on"] = tuple(values["fail_on"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class Config:
     root: Path
     file: str
@@ -90,7 +113,7 @@ class Config:
     pricing: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
     max_error_rate: float = 0.5
     min_attempts: int = 10
-    gate: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    gate: GatePolicy = GatePolicy()
     train: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def skill(self, name: str) -> SkillEntry | None:
@@ -185,7 +208,7 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         pricing=MappingProxyType({k: MappingProxyType(v) for k, v in (data.get("pricing") or {}).items()}),
         max_error_rate=float(run_eval.get("max_error_rate", 0.5)),
         min_attempts=int(run_eval.get("min_attempts", 10)),
-        gate=MappingProxyType(dict(data.get("gate") or {})),
+        gate=GatePolicy.from_dict(data.get("gate") or {}),
         train=MappingProxyType(dict(data.get("train") or {})),
     )
     return config, problems

@@ -1,7 +1,9 @@
-"""``eval`` end to end: load inputs, check them, run the evaluation, write the run directory.
+"""Evaluations end to end: load inputs, check them, run, write the run directory.
 
-Everything that can be wrong with the input is found before the run directory is created, so bad
-input never leaves a half-written run behind.
+Everything that can be wrong with the input is found before a run directory is created, so bad
+input never leaves a half-written run behind. An :class:`EvalSession` shares one response cache,
+one model pool and one event loop across several evaluations (the gate evaluates base and head of
+every changed skill in one session, so clients and connections are reused).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from skillopt_ci.records import EvalSummary
 from skillopt_ci.report import eval_report
 from skillopt_ci.rundir import RunDir
 from skillopt_ci.runner import ErrorPolicy, EvalOutcome, EvalPlan, evaluate
-from skillopt_ci.scorers import build_scorer
-from skillopt_ci.skill import load_skill
-from skillopt_ci.suite import load_suite
+from skillopt_ci.scorers import Scorer, build_scorer
+from skillopt_ci.shard import Shard
+from skillopt_ci.skill import Skill, load_skill
+from skillopt_ci.suite import Suite, load_suite
 
 MIN_COVERAGE = 0.8
 
@@ -42,36 +45,112 @@ class EvalRequest:
     fresh: bool = False
     threshold: float | None = None
     cache_mode: str | None = None
+    shard: Shard | None = None
 
 
-def default_run_dir(config: Config, plan: EvalPlan) -> Path:
-    """Deterministic per (skill, suite, split, repeats, model): the same command resumes."""
+def default_run_dir(config: Config, plan: EvalPlan, prefix: str = "eval") -> Path:
+    """Deterministic per (skill, suite, split, repeats, model, shard): the same command resumes."""
     ident = json.dumps(plan.manifest(config.models["target"].to_dict()), sort_keys=True)
     key = hashlib.sha256(ident.encode()).hexdigest()[:10]
-    return config.runs_dir / f"eval-{plan.skill.name}-{plan.split}-{key}"
+    return config.runs_dir / f"{prefix}-{plan.skill.name}-{plan.split}-{key}"
 
 
-def prepare(config: Config, request: EvalRequest) -> EvalPlan:
+def make_plan(skill: Skill, suite: Suite, split: str, repeats: int | None, shard: Shard | None = None) -> EvalPlan:
+    """The tasks of ``split`` (or of one shard of it). Raises :class:`InputError` when empty."""
+    tasks = suite.tasks(split)
+    if not tasks:
+        raise InputError(f"the {split!r} split has no tasks", where=suite.split_files.get(split, suite.display))
+    if shard is not None:
+        tasks = shard.select(tasks)
+    return EvalPlan(skill=skill, suite=suite, split=split, tasks=tasks, repeats=repeats or suite.repeats,
+                    shard=str(shard) if shard else None)
+
+
+def prepare(request: EvalRequest) -> EvalPlan:
     """Load and check the skill and the suite split; raises :class:`InputError`."""
     skill = load_skill(request.skill, display=display_path(request.skill))
     suite = load_suite(request.suite, display=display_path(request.suite))
-    tasks = suite.tasks(request.split)
-    if not tasks:
-        raise InputError(f"the {request.split!r} split has no tasks", where=suite.split_files.get(request.split, suite.display))
-    return EvalPlan(skill=skill, suite=suite, split=request.split, tasks=tasks, repeats=request.repeats or suite.repeats)
+    return make_plan(skill, suite, request.split, request.repeats, request.shard)
 
 
-def check_budgets(config: Config, pool: ModelPool, roles: tuple[str, ...]) -> None:
-    if config.budgets.max_dollars is None:
-        return
-    for role in roles:
-        spec = pool.spec(role)
-        if pool.price(spec) is None:
-            raise InputError(
-                f"budgets.max_dollars is set but the price of {spec.model!r} is unknown",
-                where=config.file,
-                hint=f"add pricing: {{{spec.model}: {{input: …, output: …}}}} in USD per million tokens",
-            )
+def needed_roles(suite: Suite) -> tuple[str, ...]:
+    return ("target", "judge") if suite.scorer.get("type") == "llm_judge" else ("target",)
+
+
+class EvalSession:
+    """One cache, one model pool and one event loop for a series of evaluations. Use as a context
+    manager; :meth:`check` fails fast (exit 2) on a missing key, model role or price."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        cache_mode: str | None = None,
+        env: Mapping[str, str] | None = None,
+        backend_factory: Callable[[ModelSpec, Mapping[str, str]], Backend] | None = None,
+        show_progress: bool = True,
+        stream: TextIO | None = None,
+    ):
+        self.config = config
+        self.cache = ResponseCache(config.cache.path, cache_mode or config.cache.mode)
+        self.pool = ModelPool(config, self.cache, env=env, backend_factory=backend_factory)
+        self.show_progress = show_progress
+        self.stream = stream
+        self._loop = asyncio.new_event_loop()
+        self._scorers: dict[Path, Scorer] = {}
+
+    def __enter__(self) -> EvalSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._loop.run_until_complete(self.pool.aclose())
+        finally:
+            self._loop.close()
+            self.cache.close()
+
+    def scorer(self, suite: Suite) -> Scorer:
+        if suite.path not in self._scorers:
+            self._scorers[suite.path] = build_scorer(dict(suite.scorer), suite.path)
+        return self._scorers[suite.path]
+
+    def check(self, suite: Suite) -> None:
+        """Everything about models that can be checked before spending anything."""
+        roles = needed_roles(suite)
+        for role in roles:
+            self.pool.spec(role)
+        self.pool.check_credentials(*roles)
+        if self.config.budgets.max_dollars is None:
+            return
+        for role in roles:
+            spec = self.pool.spec(role)
+            if self.pool.price(spec) is None:
+                raise InputError(
+                    f"budgets.max_dollars is set but the price of {spec.model!r} is unknown",
+                    where=self.config.file,
+                    hint=f"add pricing: {{{spec.model}: {{input: …, output: …}}}} in USD per million tokens",
+                )
+
+    def evaluate(self, plan: EvalPlan, out: Path, *, fresh: bool = False, label: str | None = None) -> EvalOutcome:
+        """Evaluate ``plan`` into the run directory ``out`` (resuming it if it holds this run)."""
+        scorer = self.scorer(plan.suite)
+        self.check(plan.suite)
+        run = RunDir(out)
+        progress = Progress(len(plan.tasks) * plan.repeats, label or f"eval {plan.skill.name}/{plan.split}",
+                            stream=self.stream, enabled=self.show_progress)
+        outcome = self._loop.run_until_complete(
+            evaluate(plan, self.pool, scorer, run, budgets=self.config.budgets,
+                     errors=ErrorPolicy(self.config.max_error_rate, self.config.min_attempts),
+                     progress=progress, fresh=fresh)
+        )
+        run.write_text("skill.md", plan.skill.text)
+        run.write_json("summary.json", outcome.summary.to_dict())
+        return outcome
 
 
 def run_eval(
@@ -83,45 +162,15 @@ def run_eval(
     env: Mapping[str, str] | None = None,
     backend_factory: Callable[[ModelSpec, Mapping[str, str]], Backend] | None = None,
 ) -> EvalOutcome:
-    """Evaluate and write ``results.jsonl``, ``summary.json``, ``report.md`` and ``skill.md``."""
-    plan = prepare(config, request)
-    scorer = build_scorer(dict(plan.suite.scorer), plan.suite.path)
-    roles = ("target", "judge") if plan.suite.scorer.get("type") == "llm_judge" else ("target",)
-    cache = ResponseCache(config.cache.path, request.cache_mode or config.cache.mode)
-    pool = ModelPool(config, cache, env=env, backend_factory=backend_factory)
-    try:
-        for role in roles:
-            pool.spec(role)
-        pool.check_credentials(*roles)
-        check_budgets(config, pool, roles)
-        run = RunDir(request.out or default_run_dir(config, plan))
-        units = len(plan.tasks) * plan.repeats
-        progress = Progress(units, f"eval {plan.skill.name}/{plan.split}", stream=stream, enabled=show_progress)
-        outcome = asyncio.run(
-            _evaluate_and_close(plan, pool, scorer, run, config, progress, request.fresh)
-        )
-    finally:
-        cache.close()
-    run.write_text("skill.md", plan.skill.text)
-    run.write_json("summary.json", outcome.summary.to_dict())
-    run.write_text("report.md", eval_report(outcome.summary, outcome.results, threshold=request.threshold))
+    """``skillopt-ci eval``: writes ``results.jsonl``, ``summary.json``, ``report.md``, ``skill.md``."""
+    plan = prepare(request)
+    with EvalSession(config, cache_mode=request.cache_mode, env=env, backend_factory=backend_factory,
+                     show_progress=show_progress, stream=stream) as session:
+        outcome = session.evaluate(plan, request.out or default_run_dir(config, plan), fresh=request.fresh)
+    RunDir(outcome.run_dir).write_text(
+        "report.md", eval_report(outcome.summary, outcome.results, threshold=request.threshold)
+    )
     return outcome
-
-
-async def _evaluate_and_close(plan, pool, scorer, run, config, progress, fresh) -> EvalOutcome:  # type: ignore[no-untyped-def]
-    try:
-        return await evaluate(
-            plan,
-            pool,
-            scorer,
-            run,
-            budgets=config.budgets,
-            errors=ErrorPolicy(config.max_error_rate, config.min_attempts),
-            progress=progress,
-            fresh=fresh,
-        )
-    finally:
-        await pool.aclose()
 
 
 def threshold_verdict(summary: EvalSummary, threshold: float | None) -> tuple[int, str]:

@@ -38,6 +38,7 @@ class TaskResult:
     cached: bool = False
     finish_reason: str | None = None
     error: dict[str, str] | None = None
+    expected: Any = None
 
     @property
     def ok(self) -> bool:
@@ -66,6 +67,7 @@ class TaskResult:
             cached=bool(data.get("cached", False)),
             finish_reason=data.get("finish_reason"),
             error=data.get("error"),
+            expected=data.get("expected"),
         )
 
 

@@ -120,11 +120,13 @@ async def rollout(plan: EvalPlan, task: Task, repeat: int, prompt: str, pool: Mo
     try:
         completion = await pool.complete("target", messages, sample_index=repeat)
     except ProviderError as exc:
-        return TaskResult(task.id, repeat, prompt, None, None, None, error={"kind": exc.kind, "message": exc.message})
+        return TaskResult(task.id, repeat, prompt, None, None, None, error={"kind": exc.kind, "message": exc.message},
+                          expected=task.expected)
     base = dict(
         task_id=task.id,
         repeat=repeat,
         prompt=prompt,
+        expected=task.expected,
         output=completion.text,
         usage=completion.usage,
         latency_s=round(completion.latency_s, 4),

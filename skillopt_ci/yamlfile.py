@@ -111,11 +111,25 @@ def load_schema(name: str) -> dict[str, Any]:
     return json.loads(text)
 
 
+@cache
+def schema_validator(name: str) -> Any:
+    """A Draft 2020-12 validator for one of our schemas; references between them (by file name,
+    e.g. ``summary.schema.json``) resolve locally, never over the network."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    names = [p.name for p in resources.files("skillopt_ci.schemas").iterdir() if p.name.endswith(".schema.json")]
+    registry: Registry = Registry()
+    for other in names:
+        schema = load_schema(other)
+        resource = Resource.from_contents(schema)
+        registry = registry.with_resources([(schema["$id"], resource), (other, resource)])
+    return Draft202012Validator(load_schema(name), registry=registry)
+
+
 def schema_problems(doc: YamlDoc, schema_name: str) -> list[Problem]:
     """Every JSON Schema violation of ``doc``, in document order, with readable messages."""
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(load_schema(schema_name))
+    validator = schema_validator(schema_name)
     problems = []
     for err in validator.iter_errors(doc.data):
         path = tuple(err.absolute_path)

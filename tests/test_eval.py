@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from conftest import run_cli, write_project
 from skillopt_ci.testing import Fault
-from skillopt_ci.yamlfile import load_schema
+from skillopt_ci.yamlfile import schema_validator
 
 
 def read_results(run: Path) -> list[dict]:
@@ -24,7 +23,7 @@ def test_eval_prints_table_and_writes_run_directory(project, server):
     # The simulated target follows the skill's rules: 3 of 12 val tickets are fully right.
     assert "ticket-triage" in res.out and "0.458" in res.out and "25.0%" in res.out
     summary = json.loads((out / "summary.json").read_text())
-    jsonschema.validate(summary, load_schema("summary.schema.json"))
+    schema_validator("summary.schema.json").validate(summary)
     assert summary["n_tasks"] == 12 and summary["n_results"] == 12 and summary["n_errors"] == 0
     assert summary["mean"] == pytest.approx(0.4583, abs=1e-3)
     lo, hi = summary["ci95"]
@@ -38,7 +37,7 @@ def test_eval_prints_table_and_writes_run_directory(project, server):
     results = read_results(out)
     assert len(results) == 12
     for line in results:
-        jsonschema.validate(line, load_schema("result.schema.json"))
+        schema_validator("result.schema.json").validate(line)
     wrong = next(r for r in results if not r["passed"])
     assert "should be" in wrong["feedback"]
     assert (out / "skill.md").read_text() == (project / "skills/ticket-triage/SKILL.md").read_text()

@@ -19,7 +19,7 @@ from skillopt_ci.cache import ResponseCache, cache_key
 from skillopt_ci.config import load_config
 from skillopt_ci.evaluation import EvalRequest, run_eval
 from skillopt_ci.models.base import Completion, Message, Usage
-from skillopt_ci.testing import ScriptedModelServer, ScriptedReply
+from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.triage import TriagePolicy
 
 PY = sys.executable
