@@ -161,14 +161,17 @@ def _session(config: Any, cache_mode: str | None, quiet: bool) -> Any:
     return EvalSession(config, cache_mode=cache_mode, show_progress=not quiet)
 
 
-def _finish_gate(report: Any, out: Path, as_json: bool) -> None:
-    """Write report.md, print the table (or gate.json) and exit with the gate's code."""
+def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = False) -> None:
+    """Write report.md, print the table (or gate.json, or the markdown) and exit with the gate's code."""
     from skillopt_ci.gate_report import render_gate, terminal_table
     from skillopt_ci.rundir import write_atomic
 
-    write_atomic(out / "report.md", render_gate(report, limit=1_000_000))
+    markdown = render_gate(report, limit=1_000_000)
+    write_atomic(out / "report.md", markdown)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
+    elif as_markdown:
+        click.echo(markdown)
     else:
         click.echo(terminal_table(report))
         click.echo(f"\nreport: {display_path(out / 'report.md')}")
@@ -221,11 +224,12 @@ def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
 @click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print report.md (e.g. >> $GITHUB_STEP_SUMMARY).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.pass_obj
 def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple[str, ...], split: str | None,
          repeats: int | None, out: Path | None, shard: str | None, cache_mode: str | None, as_json: bool,
-         quiet: bool) -> None:
+         as_markdown: bool, quiet: bool) -> None:
     """Evaluate base and head of every changed skill on held-out tasks; exit 1 on a regression."""
     from skillopt_ci.gate import default_base_ref, run_gate
     from skillopt_ci.git import Git
@@ -241,7 +245,7 @@ def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple
     with _session(config, cache_mode, quiet) as session:
         report = run_gate(config, git, session, out, base_ref=base_ref, head_ref=head_ref, shard=parse_shard(shard),
                           only=skills)
-    _finish_gate(report, out, as_json)
+    _finish_gate(report, out, as_json, as_markdown)
 
 
 @cli.command()
@@ -262,6 +266,16 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
     summary, results = merge_eval_runs(list(dirs), out)
     write_atomic(out / "report.md", eval_report(summary, results))
     click.echo(json.dumps(summary.to_dict(), indent=2) if as_json else score_table([summary]))
+
+
+@cli.command()
+def action() -> None:
+    """Run as the GitHub Action (reads GITHUB_* and SKILLOPT_* variables; see action.yml)."""
+    import os
+
+    from skillopt_ci.github.action import run_action
+
+    sys.exit(run_action(os.environ))
 
 
 @cli.command()

@@ -217,14 +217,15 @@ def compare_results(base: Sequence[TaskResult], head: Sequence[TaskResult], task
         if ci[0] == ci[1] and abs(ci[0]) <= EPSILON:
             verdict, reason = "unchanged", f"every one of the {n_paired} paired tasks scored the same on both sides"
         elif ci[1] < -policy.margin:
-            verdict, reason = "regressed", f"{shown} lies below {-policy.margin:+.3f}"
+            bound = f"the tolerated drop of {policy.margin:.3f}" if policy.margin else "0"
+            verdict, reason = "regressed", f"{shown} lies entirely below {bound}: the head is worse"
         elif ci[0] > 0:
-            verdict, reason = "improved", f"{shown} lies above 0"
+            verdict, reason = "improved", f"{shown} lies entirely above 0: the head is better"
         elif ci[1] < 0:
             verdict = "unchanged"
             reason = f"{shown} lies below 0 but not below {-policy.margin:+.3f}, the tolerated drop"
         else:
-            verdict, reason = "unchanged", f"{shown} includes 0"
+            verdict, reason = "unchanged", f"{shown} includes 0: no significant change"
 
     return Comparison(
         n_tasks=n_tasks,

@@ -212,6 +212,22 @@ def _skills_at(git: Git, ref: str, config_dir: str) -> list[tuple[str, str, str]
     return out
 
 
+def resolve_changes(config: Config, git: Git, base_ref: str, head_ref: str | None,
+                    only: Sequence[str] = ()) -> tuple[str, str, str, list[SkillChange]]:
+    """(base sha, head sha, merge base, changed skills) — cheap: git only, no model call."""
+    base_sha = git.resolve(base_ref)
+    head_sha = git.resolve(head_ref) if head_ref else git.resolve("HEAD")
+    merge_base = git.merge_base(base_sha, head_sha)
+    changes = find_changes(git, config, merge_base, head_sha if head_ref else None)
+    if only:
+        unknown = sorted(set(only) - {c.name for c in config.skills})
+        if unknown:
+            raise InputError(f"no configured skill named {', '.join(unknown)}",
+                             hint=f"configured: {', '.join(c.name for c in config.skills)}")
+        changes = [c for c in changes if c.name in only]
+    return base_sha, head_sha, merge_base, changes
+
+
 def run_gate(
     config: Config,
     git: Git,
@@ -226,15 +242,7 @@ def run_gate(
     """Evaluate every changed skill on both sides and decide. Writes ``gate.json`` into ``out``
     (with one eval run directory per skill and side under it) and returns the report."""
     policy = config.gate
-    base_sha = git.resolve(base_ref)
-    head_sha = git.resolve(head_ref) if head_ref else git.resolve("HEAD")
-    merge_base = git.merge_base(base_sha, head_sha)
-    changes = find_changes(git, config, merge_base, head_sha if head_ref else None)
-    if only:
-        unknown = sorted(set(only) - {c.name for c in config.skills})
-        if unknown:
-            raise InputError(f"no configured skill named {', '.join(unknown)}")
-        changes = [c for c in changes if c.name in only]
+    base_sha, head_sha, merge_base, changes = resolve_changes(config, git, base_ref, head_ref, only)
     top = git.top_level()
     verdicts = []
     for change in changes:

@@ -34,10 +34,17 @@ def escape_inline(text: str, limit: int = 200) -> str:
     return neutralize_mentions(text)
 
 
+def defuse_comments(text: str) -> str:
+    """``<!--`` → ``<!`` + zero-width space + ``--``: untrusted text can never carry an HTML
+    comment, so it can never forge our hidden markers, even inside a code block."""
+    return text.replace("<!--", "<!" + ZWSP + "--")
+
+
 def code_block(text: str, limit: int = 2000, lang: str = "text") -> str:
     """Untrusted text as a fenced code block: a fence longer than any backtick run inside, so the
-    text cannot close it; mentions neutralised (GitHub does not notify from code, but be safe)."""
-    text = truncate(str(text), limit, "\n… (truncated)")
+    text cannot close it; mentions neutralised (GitHub does not notify from code, but be safe);
+    HTML comment openers defused."""
+    text = defuse_comments(truncate(str(text), limit, "\n… (truncated)"))
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{neutralize_mentions(text)}\n{fence}"

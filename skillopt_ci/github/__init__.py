@@ -1,0 +1,1 @@
+"""GitHub integration: the Action's entry point and the adapters it uses (runner files, PyGithub)."""

@@ -1,0 +1,228 @@
+"""``skillopt-ci action``: the GitHub Action, a recipe over the same engine as the CLI.
+
+pull_request → gate: settings → skip forks and key-less runs (neutral, explained) → "evaluating…"
+comment → gate → report → sticky comment, job summary, check run, outputs → exit code.
+schedule / workflow_dispatch → eval of every configured skill → job summary, outputs.
+
+The job summary is written before anything is sent to GitHub, so when GitHub fails (a missing
+permission, a rate limit) the scores are still in the summary, and the failure is one clear line.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from skillopt_ci.config import Config, load_config
+from skillopt_ci.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
+from skillopt_ci.evaluation import EvalSession, make_plan, threshold_verdict
+from skillopt_ci.gate import GateReport, resolve_changes, run_gate
+from skillopt_ci.gate_report import render_gate
+from skillopt_ci.git import Git
+from skillopt_ci.github.publisher import MARKER, Annotation, Publisher, PublishError
+from skillopt_ci.github.runner_files import append_summary, command, write_outputs
+from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env
+from skillopt_ci.markdown import escape_inline
+from skillopt_ci.models.registry import resolve_endpoint
+from skillopt_ci.report import score_table
+from skillopt_ci.rundir import write_atomic
+from skillopt_ci.skill import load_skill
+from skillopt_ci.suite import load_suite
+
+
+@dataclass
+class Context:
+    """What one action run carries between its steps."""
+
+    settings: ActionSettings
+    out: TextIO
+    publisher_factory: Callable[[ActionSettings], Publisher]
+    session_options: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+    publish_errors: list[str] = field(default_factory=list)
+
+    def summary(self, markdown: str) -> None:
+        append_summary(self.settings.summary_file, markdown)
+
+    def publish(self, doing: Callable[[], Any]) -> Any:
+        """Run one GitHub call; a failure is reported once and remembered, never raised."""
+        try:
+            return doing()
+        except PublishError as exc:
+            self.publish_errors.append(str(exc))
+            command("error", str(exc), stream=self.out, title="skillopt-ci could not update GitHub")
+            return None
+
+
+def default_publisher(settings: ActionSettings) -> Publisher:
+    """PyGithub's pauses between requests protect GitHub from bursts; a server on the loopback
+    interface (a local fake or proxy) is not GitHub, so it gets none."""
+    from urllib.parse import urlsplit
+
+    loopback = urlsplit(settings.api_url).hostname in ("127.0.0.1", "localhost", "::1")
+    return Publisher(settings.token, settings.api_url, settings.repository, throttle=not loopback)
+
+
+def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
+               publisher_factory: Callable[[ActionSettings], Publisher] = default_publisher,
+               session_options: dict[str, Any] | None = None) -> int:
+    """The whole action; returns the exit code (0 ok, 1 gate failed, 2 bad input, 3 runtime)."""
+    settings = settings_from_env(env)
+    ctx = Context(settings, out or sys.stdout, publisher_factory, dict(session_options or {}))
+    try:
+        code = gate_flow(ctx) if settings.resolved_mode == "gate" else eval_flow(ctx)
+    except SkilloptError as exc:
+        file, line = _location(exc.where)
+        command("error", str(exc), stream=ctx.out, file=file, line=line, title="skillopt-ci")
+        ctx.summary(f"## skillopt-ci: could not run\n\n{escape_inline(str(exc), 2000)}\n")
+        ctx.outputs.setdefault("verdict", "error")
+        code = exc.exit_code
+    write_outputs(settings.output_file, ctx.outputs)
+    if code == EXIT_OK and ctx.publish_errors:
+        return EXIT_RUNTIME
+    return code
+
+
+def _location(where: str | None) -> tuple[str | None, str | None]:
+    """``file:line`` (or ``file``) → (file, line) for an annotation."""
+    if not where:
+        return None, None
+    file, _, rest = where.partition(":")
+    line = rest.split(":")[0]
+    return file, line if line.isdigit() else None
+
+
+def _config(ctx: Context) -> Config:
+    path = ctx.settings.workspace / ctx.settings.config
+    return load_config(path, display=ctx.settings.config)
+
+
+def missing_key(config: Config, roles: tuple[str, ...], env: Mapping[str, str] | None = None) -> str | None:
+    """Why no paid call can be made (a missing key or endpoint), or None."""
+    if config.cache.mode == "replay-only":
+        return None
+    for role in roles:
+        spec = config.models.get(role)
+        if spec is None:
+            continue
+        try:
+            resolve_endpoint(spec, env)
+        except InputError as exc:
+            return exc.message
+    return None
+
+
+def skip(ctx: Context, why: str, detail: str) -> int:
+    """A neutral result with its reason: a notice in the log, a job summary, a verdict output."""
+    command("notice", f"{why}. {detail}", stream=ctx.out, title="skillopt-ci skipped")
+    ctx.summary(f"## skillopt-ci: skipped\n\n**{why}.** {detail}\n")
+    ctx.outputs["verdict"] = "skipped"
+    return EXIT_OK
+
+
+def gate_flow(ctx: Context) -> int:
+    s = ctx.settings
+    pr = s.pull_request()
+    if pr is None:
+        raise InputError(f"mode gate needs a pull_request event, got {s.event_name!r}",
+                         hint="use mode: auto or eval for schedule and workflow_dispatch")
+    if pr.fork:
+        return skip(ctx, "Pull request from a fork",
+                    "Fork pull requests run without secrets and with a read-only token, so no model is called "
+                    "and nothing is posted. A maintainer can evaluate the change by pushing the branch to this "
+                    "repository.")
+    config = _config(ctx)
+    git = Git(s.workspace)
+    _, head_sha, _, changes = resolve_changes(config, git, pr.base_sha, pr.head_sha, s.skills)
+    roles = ("target", "judge") if "judge" in config.models else ("target",)
+    reason = missing_key(config, roles) if changes else None
+    if reason:
+        return skip(ctx, "No model key", f"{reason}. Add the key as a repository secret and pass it to the "
+                    "step's env; nothing was evaluated.")
+    publisher = ctx.publisher_factory(s) if s.token else None
+    if changes and publisher and s.comment:
+        names = ", ".join(f"`{escape_inline(c.name, 60)}`" for c in changes)
+        ctx.publish(lambda: publisher.upsert_comment(
+            pr.number, f"{MARKER}\n## skillopt-ci gate: ⏳ evaluating…\n\nEvaluating {names} on split "
+                       f"`{escape_inline(config.gate.split, 40)}` at `{head_sha[:7]}`. This comment is updated "
+                       "when the results are in.\n"))
+    out = config.runs_dir / f"gate-pr{pr.number}-{head_sha[:12]}"
+    command("group", "Evaluating changed skills", stream=ctx.out)
+    try:
+        with EvalSession(config, **ctx.session_options) as session:
+            report = run_gate(config, git, session, out, base_ref=pr.base_sha, head_ref=pr.head_sha, only=s.skills)
+    except SkilloptError as exc:
+        if publisher and s.comment and changes:
+            body = f"{MARKER}\n## skillopt-ci gate: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
+            ctx.publish(lambda: publisher.upsert_comment(pr.number, body))
+        raise
+    finally:
+        command("endgroup", "", stream=ctx.out)
+    return publish_gate(ctx, report, out, pr, publisher)
+
+
+def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, publisher: Publisher | None) -> int:
+    s = ctx.settings
+    labels = list(pr.labels)
+    if report.failed and publisher:
+        labels = ctx.publish(lambda: publisher.labels(pr.number)) or labels
+    report = replace(report, overridden=report.failed and report.policy.override_label in labels)
+    full = render_gate(report, limit=1_000_000, run_url=s.run_url)
+    write_atomic(out / "report.md", full)
+    ctx.summary(full)
+    ctx.outputs.update({"verdict": report.verdict, "report-path": str(out / "report.md")})
+    for skill in report.skills:
+        if skill.failed:
+            command("error", skill.reason, stream=ctx.out, file=skill.change.path, line=1,
+                    title=f"skillopt-ci: {skill.change.name} {skill.verdict}")
+    if publisher:
+        if s.comment:
+            body = render_gate(report, header=MARKER, run_url=s.run_url)
+            url = ctx.publish(lambda: publisher.upsert_comment(pr.number, body, create=bool(report.skills)))
+            if url:
+                ctx.outputs["comment-url"] = url
+        conclusion = {"failed": "failure", "inconclusive": "neutral", "skipped": "success"}.get(report.verdict, "success")
+        annotations = [Annotation(sk.change.path, sk.reason, f"{sk.change.name}: {sk.verdict}")
+                       for sk in report.skills if sk.failed]
+        title = {"failed": "A skill regressed", "overridden": "Regression allowed by label",
+                 "inconclusive": "Inconclusive: too few measurements", "skipped": "No skill changed",
+                 "passed": "No regression"}[report.verdict]
+        ctx.publish(lambda: publisher.check_run(pr.head_sha, conclusion=conclusion, title=title,
+                                                summary=render_gate(report, limit=65_535, run_url=s.run_url),
+                                                annotations=annotations, details_url=s.run_url))
+    if report.failed and not report.overridden and s.fail:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def eval_flow(ctx: Context) -> int:
+    """Scheduled or manual run: every configured skill (or the named ones), eval-only."""
+    s = ctx.settings
+    config = _config(ctx)
+    entries = [e for e in config.skills if not s.skills or e.name in s.skills]
+    unknown = sorted(set(s.skills) - {e.name for e in config.skills})
+    if unknown:
+        raise InputError(f"no configured skill named {', '.join(unknown)}")
+    reason = missing_key(config, ("target", "judge") if "judge" in config.models else ("target",))
+    if reason:
+        return skip(ctx, "No model key", f"{reason}. Nothing was evaluated.")
+    summaries = []
+    failed = []
+    with EvalSession(config, **ctx.session_options) as session:
+        for entry in entries:
+            skill = load_skill(entry.path, display=entry.name)
+            suite = load_suite(entry.suite, display=entry.name)
+            plan = make_plan(skill, suite, config.gate.split, config.gate.repeats)
+            outcome = session.evaluate(plan, config.runs_dir / f"scheduled-{entry.name}-{skill.hash[:12]}")
+            summaries.append(outcome.summary)
+            code, line = threshold_verdict(outcome.summary, config.gate.min_score)
+            if code != EXIT_OK:
+                failed.append(f"{entry.name}: {line}")
+    table = score_table(summaries, "github")
+    notes = "".join(f"\n- {escape_inline(f, 300)}" for f in failed)
+    ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n")
+    ctx.outputs["verdict"] = "failed" if failed else "passed"
+    return EXIT_FAILED if failed and s.fail else EXIT_OK

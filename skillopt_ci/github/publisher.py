@@ -1,0 +1,122 @@
+"""Everything the Action says to GitHub, through PyGithub (imported here, lazily, and nowhere else).
+
+- One sticky comment per pull request, found by a hidden marker at the very start of a bot's
+  comment, edited in place. Untrusted text never contains the marker (see :mod:`markdown`).
+- A check run on the PR's head commit, with annotations sent 50 per request (GitHub's limit).
+- Every GitHub failure becomes a :class:`PublishError` with one actionable sentence (which
+  permission is missing, what was not found, when the rate limit resets); the caller decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MARKER = "<!-- skillopt-ci:gate -->"
+CHECK_NAME = "skillopt-ci gate"
+CHECK_TEXT_LIMIT = 65_535
+ANNOTATIONS_PER_REQUEST = 50
+
+
+class PublishError(Exception):
+    """A GitHub API call failed; ``str()`` says what to do about it."""
+
+
+@dataclass(frozen=True)
+class Annotation:
+    path: str
+    message: str
+    title: str
+    level: str = "failure"  # notice | warning | failure
+    line: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "start_line": self.line, "end_line": self.line,
+                "annotation_level": self.level, "message": self.message[:1000], "title": self.title[:255]}
+
+
+def explain(exc: Exception, doing: str) -> PublishError:
+    """Turn a PyGithub exception into one sentence naming the fix."""
+    from github import GithubException, RateLimitExceededException
+
+    if isinstance(exc, RateLimitExceededException):
+        return PublishError(f"{doing}: GitHub API rate limit exceeded; re-run the job later")
+    if isinstance(exc, GithubException):
+        message = exc.data.get("message", "") if isinstance(exc.data, dict) else str(exc.data or "")
+        if exc.status == 401:
+            return PublishError(f"{doing}: the token was refused (401); pass token: ${{{{ github.token }}}} to the action")
+        if exc.status == 403:
+            need = "checks: write" if "check" in doing else "pull-requests: write"
+            return PublishError(f"{doing}: 403 {message}; give the workflow `permissions: {need}` "
+                                "(fork pull requests never get write access)")
+        if exc.status == 404:
+            return PublishError(f"{doing}: 404 {message}; check the repository and pull request number")
+        return PublishError(f"{doing}: GitHub answered {exc.status} {message}")
+    return PublishError(f"{doing}: {type(exc).__name__}: {exc}")
+
+
+class Publisher:
+    """A repository on GitHub (or GitHub Enterprise: ``api_url`` is ``GITHUB_API_URL``)."""
+
+    def __init__(self, token: str, api_url: str, repository: str, *, throttle: bool = True):
+        from github import Auth, Github
+
+        kwargs: dict[str, Any] = {}
+        if not throttle:  # local fakes: PyGithub's default pauses would only slow the tests
+            kwargs = {"retry": None, "seconds_between_requests": None, "seconds_between_writes": None}
+        self._gh = Github(auth=Auth.Token(token), base_url=api_url, timeout=30, **kwargs)
+        self._repository = repository
+        self._repo: Any = None
+
+    def _call(self, doing: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from github import GithubException
+
+        try:
+            return fn(*args, **kwargs)
+        except GithubException as exc:
+            raise explain(exc, doing) from None
+        except OSError as exc:
+            raise PublishError(f"{doing}: cannot reach GitHub ({type(exc).__name__})") from None
+
+    @property
+    def repo(self) -> Any:
+        if self._repo is None:
+            self._repo = self._call("reading the repository", self._gh.get_repo, self._repository)
+        return self._repo
+
+    def labels(self, number: int) -> list[str]:
+        issue = self._call("reading the pull request", self.repo.get_issue, number)
+        return [label.name for label in self._call("reading labels", lambda: list(issue.get_labels()))]
+
+    def upsert_comment(self, number: int, body: str, *, create: bool = True) -> str | None:
+        """Edit the one sticky comment, or create it when ``create``; returns its URL (None when
+        there was none and ``create`` is false). ``body`` must start with MARKER."""
+        issue = self._call("reading the pull request", self.repo.get_issue, number)
+        comments = self._call("listing comments", lambda: list(issue.get_comments()))
+        mine = [c for c in comments if (c.body or "").startswith(MARKER) and getattr(c.user, "type", "") == "Bot"]
+        if mine:
+            comment = mine[0]
+            self._call("editing the comment", comment.edit, body)
+            return comment.html_url
+        if not create:
+            return None
+        comment = self._call("commenting on the pull request", issue.create_comment, body)
+        return comment.html_url
+
+    def check_run(self, head_sha: str, *, conclusion: str, title: str, summary: str,
+                  annotations: list[Annotation], details_url: str | None = None) -> str:
+        """A completed check run on ``head_sha``; returns its URL."""
+        first, rest = annotations[:ANNOTATIONS_PER_REQUEST], annotations[ANNOTATIONS_PER_REQUEST:]
+        output = {"title": title[:255], "summary": summary[:CHECK_TEXT_LIMIT],
+                  "annotations": [a.to_dict() for a in first]}
+        kwargs: dict[str, Any] = {"name": CHECK_NAME, "head_sha": head_sha, "status": "completed",
+                                  "conclusion": conclusion, "output": output}
+        if details_url:
+            kwargs["details_url"] = details_url
+        run = self._call("creating the check run", self.repo.create_check_run, **kwargs)
+        while rest:
+            chunk, rest = rest[:ANNOTATIONS_PER_REQUEST], rest[ANNOTATIONS_PER_REQUEST:]
+            self._call("adding check annotations", run.edit,
+                       output={"title": title[:255], "summary": summary[:CHECK_TEXT_LIMIT],
+                               "annotations": [a.to_dict() for a in chunk]})
+        return run.html_url

@@ -1,0 +1,132 @@
+"""The Action's settings: one frozen record built from the runner's environment and event payload.
+
+``action.yml`` maps every input into an ``SKILLOPT_*`` environment variable (composite actions do
+not export ``INPUT_*``); event data is read from ``GITHUB_EVENT_PATH``, never interpolated into a
+shell. A bad value names the variable and lists what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillopt_ci.errors import InputError
+
+MODES = ("auto", "gate", "eval")
+TRUE = ("true", "yes", "1", "on")
+FALSE = ("false", "no", "0", "off", "")
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    head_sha: str
+    base_sha: str
+    head_ref: str
+    base_ref: str
+    labels: tuple[str, ...]
+    fork: bool
+    head_repo: str | None
+
+
+@dataclass(frozen=True)
+class ActionSettings:
+    event_name: str
+    repository: str
+    api_url: str
+    server_url: str
+    run_id: str
+    workspace: Path
+    output_file: Path | None
+    summary_file: Path | None
+    token: str = field(repr=False)
+    config: str = "skillopt.yml"
+    mode: str = "auto"
+    skills: tuple[str, ...] = ()
+    comment: bool = True
+    fail: bool = True
+    event: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def run_url(self) -> str | None:
+        if not self.run_id:
+            return None
+        return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
+
+    @property
+    def resolved_mode(self) -> str:
+        if self.mode != "auto":
+            return self.mode
+        return "gate" if self.event_name in ("pull_request", "pull_request_target") else "eval"
+
+    def pull_request(self) -> PullRequest | None:
+        pr = self.event.get("pull_request")
+        if not isinstance(pr, Mapping):
+            return None
+        head_repo = (pr.get("head") or {}).get("repo")
+        base_repo = (pr.get("base") or {}).get("repo") or {}
+        head_name = head_repo.get("full_name") if isinstance(head_repo, Mapping) else None
+        base_name = base_repo.get("full_name") or self.repository
+        return PullRequest(
+            number=int(pr["number"]),
+            head_sha=str(pr["head"]["sha"]),
+            base_sha=str(pr["base"]["sha"]),
+            head_ref=str(pr["head"].get("ref", "")),
+            base_ref=str(pr["base"].get("ref", "")),
+            labels=tuple(str(label.get("name")) for label in pr.get("labels") or [] if isinstance(label, Mapping)),
+            fork=head_name != base_name,
+            head_repo=head_name,
+        )
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in TRUE:
+        return True
+    if raw in FALSE:
+        return False
+    raise InputError(f"{name}={raw!r} is not a boolean", hint="use true or false")
+
+
+def settings_from_env(env: Mapping[str, str]) -> ActionSettings:
+    """Read the runner's environment. Raises :class:`InputError` naming the variable."""
+    def need(name: str) -> str:
+        value = env.get(name, "").strip()
+        if not value:
+            raise InputError(f"{name} is not set", hint="skillopt-ci action runs inside GitHub Actions")
+        return value
+
+    event_name = need("GITHUB_EVENT_NAME")
+    event: Mapping[str, Any] = {}
+    event_path = env.get("GITHUB_EVENT_PATH", "").strip()
+    if event_path:
+        try:
+            event = json.loads(Path(event_path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read the event payload: {exc}", where=event_path) from None
+    mode = env.get("SKILLOPT_MODE", "").strip().lower() or "auto"
+    if mode not in MODES:
+        raise InputError(f"SKILLOPT_MODE (input mode) is {mode!r}", hint=f"use one of: {', '.join(MODES)}")
+    skills = tuple(s for s in env.get("SKILLOPT_SKILLS", "").replace(",", " ").split() if s)
+    return ActionSettings(
+        event_name=event_name,
+        repository=need("GITHUB_REPOSITORY"),
+        api_url=env.get("GITHUB_API_URL", "").strip() or "https://api.github.com",
+        server_url=env.get("GITHUB_SERVER_URL", "").strip() or "https://github.com",
+        run_id=env.get("GITHUB_RUN_ID", "").strip(),
+        workspace=Path(env.get("GITHUB_WORKSPACE", "").strip() or "."),
+        output_file=Path(env["GITHUB_OUTPUT"]) if env.get("GITHUB_OUTPUT") else None,
+        summary_file=Path(env["GITHUB_STEP_SUMMARY"]) if env.get("GITHUB_STEP_SUMMARY") else None,
+        token=env.get("SKILLOPT_TOKEN", "").strip() or env.get("GITHUB_TOKEN", "").strip(),
+        config=env.get("SKILLOPT_CONFIG", "").strip() or "skillopt.yml",
+        mode=mode,
+        skills=skills,
+        comment=_flag(env, "SKILLOPT_COMMENT", True),
+        fail=_flag(env, "SKILLOPT_FAIL", True),
+        event=event,
+    )

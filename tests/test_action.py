@@ -1,0 +1,347 @@
+"""``skillopt-ci action`` end to end: the real entry point, the real PyGithub against the fake
+GitHub, the real OpenAI SDK against the scripted model, a real git repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_gate import (
+    ACCOUNT_RULE,
+    BETTER_RULES,
+    BUG_RULE,
+    SKILL,
+    commit_on_branch,
+    git,
+    make_repo,
+    skill_text,
+)
+
+from conftest import run_cli
+from skillopt_ci.github.publisher import MARKER
+from skillopt_ci.testing import FakeGitHub, ScriptedModelServer
+from skillopt_ci.testing.triage import TriagePolicy
+
+
+@pytest.fixture
+def fake():
+    with FakeGitHub(owner="octo", repo="skills") as gh:
+        yield gh
+
+
+class PR:
+    """A pull request in a real local repository, mirrored in the fake GitHub."""
+
+    def __init__(self, tmp_path: Path, fake: FakeGitHub, server: ScriptedModelServer, edits: dict, number: int = 7,
+                 labels: tuple[str, ...] = (), fork: bool = False, **config):
+        self.tmp = tmp_path
+        self.fake = fake
+        self.root = make_repo(tmp_path, server.openai_base_url, **config)
+        self.base_sha = git(self.root, "rev-parse", "main")
+        self.head_sha = commit_on_branch(self.root, "feature", edits)
+        self.number = number
+        self.labels = list(labels)
+        self.fork = fork
+        fake.add_pull(number, self.head_sha, self.base_sha, labels=labels, fork=fork)
+
+    def push(self, edits: dict) -> None:
+        git(self.root, "checkout", "-q", "feature")
+        for rel, text in edits.items():
+            (self.root / rel).write_text(text)
+        git(self.root, "commit", "-q", "-am", "push")
+        self.head_sha = git(self.root, "rev-parse", "HEAD")
+        self.fake.set_branch("feature", self.head_sha)
+
+    def event(self) -> dict:
+        head_repo = {"full_name": "someone/skills" if self.fork else "octo/skills"}
+        return {
+            "action": "synchronize",
+            "number": self.number,
+            "pull_request": {
+                "number": self.number,
+                "head": {"sha": self.head_sha, "ref": "feature", "repo": head_repo},
+                "base": {"sha": self.base_sha, "ref": "main", "repo": {"full_name": "octo/skills"}},
+                "labels": [{"name": name} for name in self.labels],
+            },
+            "repository": {"full_name": "octo/skills"},
+        }
+
+    def env(self, event_name: str = "pull_request", event: dict | None = None, **extra: str) -> dict[str, str]:
+        event_file = self.tmp / "event.json"
+        event_file.write_text(json.dumps(event if event is not None else self.event()))
+        for name in ("output", "summary"):
+            (self.tmp / name).touch()
+        return {
+            "GITHUB_EVENT_NAME": event_name,
+            "GITHUB_EVENT_PATH": str(event_file),
+            "GITHUB_REPOSITORY": self.fake.full_name,
+            "GITHUB_API_URL": self.fake.api_url,
+            "GITHUB_SERVER_URL": self.fake.url,
+            "GITHUB_RUN_ID": "4242",
+            "GITHUB_WORKSPACE": str(self.root),
+            "GITHUB_OUTPUT": str(self.tmp / "output"),
+            "GITHUB_STEP_SUMMARY": str(self.tmp / "summary"),
+            "SKILLOPT_TOKEN": self.fake.token,
+            **extra,
+        }
+
+    def run(self, **kw):
+        return run_cli("action", env=self.env(**kw), cwd=self.root)
+
+    @property
+    def summary(self) -> str:
+        return (self.tmp / "summary").read_text()
+
+    def outputs(self) -> dict[str, str]:
+        """Parse GITHUB_OUTPUT's heredoc blocks (the last value of a name wins)."""
+        values: dict[str, str] = {}
+        lines = (self.tmp / "output").read_text().splitlines()
+        i = 0
+        while i < len(lines):
+            name, _, delim = lines[i].partition("<<")
+            end = lines.index(delim, i + 1)
+            values[name] = "\n".join(lines[i + 1:end])
+            i = end + 1
+        return values
+
+    def comments(self) -> list[dict]:
+        return self.fake.comments_on(self.number)
+
+
+@pytest.fixture
+def regressing(tmp_path, fake, server):
+    root_text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    return PR(tmp_path, fake, server, {SKILL: root_text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")})
+
+
+def test_regressing_pr_fails_and_comments_once(regressing, fake):
+    res = regressing.run()
+    assert res.code == 1, res.err + res.out
+    [comment] = regressing.comments()
+    assert comment["body"].startswith(MARKER)
+    assert "## skillopt-ci gate: ❌ failed" in comment["body"] and "🔴 regressed" in comment["body"]
+    assert "To merge anyway, add the label `skillopt:allow-regression`" in comment["body"]
+    assert "[Workflow run](" + fake.url + "/octo/skills/actions/runs/4242)" in comment["body"]
+    # The "evaluating…" note came first and was then edited in place.
+    comment_writes = [r for r in fake.writes() if "comments" in r.path]
+    assert [r.method for r in comment_writes] == ["POST", "PATCH"]
+    assert "evaluating" in comment_writes[0].body["body"]
+    [check] = fake.check_runs_for(regressing.head_sha)
+    assert check["name"] == "skillopt-ci gate" and check["conclusion"] == "failure"
+    assert check["output"]["annotations"][0]["path"] == SKILL
+    assert check["output"]["annotations"][0]["annotation_level"] == "failure"
+    assert "ticket-triage" in regressing.summary and "🔴 regressed" in regressing.summary
+    outputs = regressing.outputs()
+    assert outputs["verdict"] == "failed" and outputs["comment-url"] == comment["html_url"]
+    assert Path(outputs["report-path"]).read_text().startswith("## skillopt-ci gate")
+    assert f"::error file={SKILL},line=1,title=skillopt-ci%3A ticket-triage regressed::" in res.out
+
+
+def test_second_push_edits_the_same_comment(regressing, fake):
+    assert regressing.run().code == 1
+    [first] = regressing.comments()
+    regressing.push({SKILL: skill_text(regressing.root).replace("- Otherwise the category is question.\n",
+                                                                 BETTER_RULES + "- Otherwise the category is question.\n")})
+    res = regressing.run()
+    comments = regressing.comments()
+    assert len(comments) == 1 and comments[0]["id"] == first["id"]
+    assert comments[0]["body"] != first["body"]
+    assert len(fake.check_runs_for(regressing.head_sha)) == 1
+    assert res.code in (0, 1)
+
+
+def test_override_label_passes_and_says_so(tmp_path, fake, server):
+    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")},
+            labels=("skillopt:allow-regression",))
+    res = pr.run()
+    assert res.code == 0, res.err
+    [comment] = pr.comments()
+    assert "🟡 regression allowed by label" in comment["body"]
+    assert "The label `skillopt:allow-regression` is set" in comment["body"]
+    assert pr.outputs()["verdict"] == "overridden"
+    assert fake.check_runs_for(pr.head_sha)[0]["conclusion"] == "success"
+
+
+def test_label_added_after_the_event_is_read_from_the_api(regressing, fake):
+    fake.add_label_to_pull(regressing.number, "skillopt:allow-regression")  # payload still has no label
+    assert regressing.run().code == 0
+
+
+def test_improving_pr_passes(tmp_path, fake, server):
+    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, BETTER_RULES)})
+    res = pr.run()
+    assert res.code == 0, res.err
+    [comment] = pr.comments()
+    assert "✅ passed" in comment["body"] and "🟢 improved" in comment["body"]
+    assert fake.check_runs_for(pr.head_sha)[0]["conclusion"] == "success"
+    assert pr.outputs()["verdict"] == "passed"
+
+
+def test_fork_pr_skips_paid_work_and_posts_nothing(tmp_path, fake, server):
+    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "")}, fork=True)
+    fake.read_only = True
+    res = pr.run()
+    assert res.code == 0, res.err
+    assert server.call_count == 0
+    assert fake.writes() == [] and pr.comments() == []
+    assert "Pull request from a fork" in pr.summary and "without secrets" in pr.summary
+    assert "::notice title=skillopt-ci skipped::Pull request from a fork" in res.out
+    assert pr.outputs()["verdict"] == "skipped"
+
+
+def test_pr_touching_no_skill(tmp_path, fake, server):
+    pr = PR(tmp_path, fake, server, {"README.md": "docs only\n"})
+    res = pr.run()
+    assert res.code == 0, res.err
+    assert server.call_count == 0 and pr.comments() == []
+    assert fake.check_runs_for(pr.head_sha)[0]["conclusion"] == "success"
+    assert "no skill changed" in pr.summary
+    assert pr.outputs()["verdict"] == "skipped"
+
+
+def test_no_model_key_is_a_neutral_skip(tmp_path, fake, server):
+    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "")},
+            target={"provider": "openai", "model": "gpt-4o-mini"})
+    res = pr.run()
+    assert res.code == 0, res.err
+    assert server.call_count == 0 and fake.writes() == []
+    assert "No model key" in pr.summary and "OPENAI_API_KEY" in pr.summary
+
+
+def test_missing_comment_permission_keeps_scores_in_the_summary(regressing, fake):
+    fake.fail_next("POST", r"/issues/\d+/comments", 403, "Resource not accessible by integration")
+    fake.fail_next("POST", r"/issues/\d+/comments", 403, "Resource not accessible by integration")
+    res = regressing.run()
+    assert res.code == 1  # the gate's verdict still decides: the skill regressed
+    assert "pull-requests: write" in res.out and "::error title=skillopt-ci could not update GitHub::" in res.out
+    assert "🔴 regressed" in regressing.summary
+    assert fake.check_runs_for(regressing.head_sha)[0]["conclusion"] == "failure"
+
+
+def test_github_failure_on_a_passing_gate_is_exit_3(tmp_path, fake, server):
+    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, BETTER_RULES)})
+    fake.fail_next("POST", r"/check-runs", 403, "Resource not accessible by integration")
+    res = pr.run()
+    assert res.code == 3
+    assert "checks: write" in res.out
+    assert "✅ passed" in pr.summary
+
+
+def test_rate_limit_and_404_are_explained(regressing, fake):
+    fake.fail_next("GET", r"/issues/\d+/comments", 403, headers={"X-RateLimit-Remaining": "0"})
+    res = regressing.run()
+    assert "rate limit exceeded" in res.out and "re-run the job later" in res.out
+    assert "🔴 regressed" in regressing.summary
+
+
+def test_model_output_is_escaped_in_the_comment(tmp_path, fake, server):
+    evil = ("@octocat <script>alert(1)</script> <img src=x onerror=alert(2)> " + MARKER +
+            " ``` </details> <!-- x -->")
+    server.policy = lambda request: evil if "Enterprise" in request.last_user else TriagePolicy()(request)
+    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")})
+    pr.run()
+    [comment] = pr.comments()
+    body = comment["body"]
+    assert body.count(MARKER) == 1 and body.startswith(MARKER)
+    assert "@octocat" not in body and "<script>" not in body.replace("```text", "")  or "```" in body
+    outside_code = _outside_code_blocks(body)
+    assert "<script>" not in outside_code and "<img" not in outside_code and "@octocat" not in outside_code
+    assert "<!--" not in body.replace(MARKER, "")
+
+
+def _outside_code_blocks(markdown: str) -> str:
+    out, fence = [], None
+    for line in markdown.splitlines():
+        stripped = line.lstrip()
+        if fence is None and stripped.startswith("```"):
+            fence = stripped[: len(stripped) - len(stripped.lstrip("`"))]
+            continue
+        if fence is not None and stripped == fence:
+            fence = None
+            continue
+        if fence is None:
+            out.append(line)
+    return "\n".join(out)
+
+
+def test_comment_stays_under_githubs_limit():
+    from skillopt_ci.config import GatePolicy
+    from skillopt_ci.gate import GateReport, SkillChange, decide
+    from skillopt_ci.gate_report import render_gate
+    from skillopt_ci.records import TaskResult, summarize
+
+    def side(score: float) -> list[TaskResult]:
+        return [TaskResult(f"t{i}", 0, "in " * 400, "@someone " + "y" * 5000, score, score >= 1, expected="z" * 3000)
+                for i in range(30)]
+
+    ids = [f"t{i}" for i in range(30)]
+    skills = []
+    for k in range(40):
+        base, head = side(1.0), side(0.0)
+        summary = summarize(base, ids, skill={}, suite={}, split="val", model={}, repeats=1, wall_time_s=1)
+        skills.append(decide(SkillChange(f"skill-{k}", f"skills/s{k}.md", "suite", "modified", f"skills/s{k}.md"),
+                             base, head, ids, GatePolicy(), summary, summary, tuple(ids)))
+    report = GateReport("main", "pr", "a" * 40, "b" * 40, "a" * 40, GatePolicy(), skills)
+    body = render_gate(report, header=MARKER)
+    assert len(body) <= 65_536
+    assert body.startswith(MARKER) and body.count("| skill-") == 40  # every skill keeps its row
+    assert "Report truncated to fit" in body and "… (truncated)" in body
+    assert "@someone" not in body
+
+
+def test_secrets_never_reach_logs_reports_or_comments(regressing, fake):
+    secret = "sk-live-very-secret-123456"
+    res = run_cli("action", env=regressing.env(OPENAI_API_KEY=secret), cwd=regressing.root)
+    assert res.code == 1
+    places = [res.out, res.err, regressing.summary, json.dumps(regressing.comments())]
+    places += [p.read_text(errors="replace") for p in regressing.root.joinpath(".skillopt").rglob("*") if p.is_file()
+               and p.suffix in (".json", ".md", ".jsonl")]
+    assert all(secret not in place for place in places)
+    assert all(fake.token not in place for place in places)
+
+
+def test_schedule_evaluates_every_skill(tmp_path, fake, server):
+    pr = PR(tmp_path, fake, server, {"README.md": "x\n"}, gate={"min_score": 0.4})
+    res = pr.run(event_name="schedule", event={})
+    assert res.code == 0, res.err
+    assert "## skillopt-ci eval: ✅ 1 skill(s)" in pr.summary and "ticket-triage" in pr.summary
+    assert pr.outputs()["verdict"] == "passed"
+    assert fake.writes() == []
+
+
+def test_workflow_dispatch_below_minimum_fails(tmp_path, fake, server):
+    pr = PR(tmp_path, fake, server, {"README.md": "x\n"}, gate={"min_score": 0.9})
+    res = pr.run(event_name="workflow_dispatch", event={"inputs": {}})
+    assert res.code == 1
+    assert "❌" in pr.summary and "below the threshold 0.900" in pr.summary
+
+
+def test_bad_config_is_an_annotated_input_error(regressing):
+    (regressing.root / "skillopt.yml").write_text("models: [\n")
+    res = regressing.run()
+    assert res.code == 2
+    assert "::error file=skillopt.yml,line=2,title=skillopt-ci::" in res.out
+    assert "could not run" in regressing.summary
+
+
+def test_unknown_mode(regressing):
+    res = regressing.run(SKILLOPT_MODE="deploy")
+    assert res.code == 2 and "SKILLOPT_MODE" in res.err
+
+
+def test_real_process_entry_point(regressing):
+    env = {**os.environ, **regressing.env()}
+    proc = subprocess.run([sys.executable, "-m", "skillopt_ci", "action"], env=env, cwd=regressing.root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert len(regressing.comments()) == 1
