@@ -5,7 +5,8 @@ valid (non-errored) repeat, and only paired tasks enter any statistic. Errored r
 missing data: they lower ``coverage``, never a score.
 
 The decision is a seeded paired-bootstrap percentile interval of the mean per-task delta
-(head − base), resampling tasks with replacement:
+(head − base), resampling tasks with replacement, *expanded* for small samples (its tails are
+chosen so that its normal-theory width matches a t-interval: see :func:`expanded_tail`):
 
 - ``regressed`` iff the interval's upper bound is below ``-margin``;
 - ``improved`` iff its lower bound is above 0;
@@ -23,14 +24,16 @@ whatever the order of the result lists (tasks are visited in ``task_ids`` order)
 
 from __future__ import annotations
 
+import math
 import random
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from statistics import fmean
+from statistics import NormalDist, fmean
 from typing import Any
 
 from skillopt_ci.records import TaskResult, task_scores
+from skillopt_ci.stats import t_quantile
 
 COMPARISON_SCHEMA_VERSION = 1
 EPSILON = 1e-9  # deltas closer to 0 than this count as unchanged (averaging leaves rounding dust)
@@ -138,6 +141,20 @@ def sign_test(n_pos: int, n_neg: int) -> float:
     return min(1.0, 2 * tail / 2**n)
 
 
+def expanded_tail(confidence: float, n: int) -> float:
+    """The tail probability for an *expanded* percentile interval (Hesterberg 2015).
+
+    The plain percentile bootstrap is too narrow for small samples (it behaves like a z-interval
+    with the biased variance). Widening it so that its normal-theory width matches the t-interval,
+    z' = sqrt(n / (n - 1)) · t_{n-1}, restores the nominal coverage for small n and converges to
+    the plain interval as n grows.
+    """
+    if n < 2:
+        return (1.0 - confidence) / 2
+    t = t_quantile(0.5 + confidence / 2, n - 1)
+    return 1.0 - NormalDist().cdf(math.sqrt(n / (n - 1)) * t)
+
+
 def paired_bootstrap_ci(deltas: Sequence[float], confidence: float, resamples: int,
                         rng: random.Random) -> tuple[float, float]:
     """Percentile interval of the mean of ``deltas``, resampling them with replacement.
@@ -153,7 +170,7 @@ def paired_bootstrap_ci(deltas: Sequence[float], confidence: float, resamples: i
     if low == high:
         return low, high
     means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
-    k = min(resamples - 1, int((1.0 - confidence) / 2 * resamples + 1e-9))
+    k = min(resamples - 1, int(expanded_tail(confidence, n) * resamples + 1e-9))
     # A mean of values lies within their range; clamp the rounding of the sum back into it.
     return max(low, means[k]), min(high, means[resamples - 1 - k])
 

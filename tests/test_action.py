@@ -345,3 +345,24 @@ def test_real_process_entry_point(regressing):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert len(regressing.comments()) == 1
+
+
+def test_deleted_fork_is_treated_as_a_fork(tmp_path, fake, server):
+    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "")})
+    event = pr.event()
+    event["pull_request"]["head"]["repo"] = None
+    res = pr.run(event=event)
+    assert res.code == 0 and server.call_count == 0 and "Pull request from a fork" in pr.summary
+
+
+def test_provider_down_updates_the_comment_and_exits_3(tmp_path, fake):
+    with ScriptedModelServer(TriagePolicy()) as server:
+        text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+        pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "")}, target={"max_retries": 0})
+    res = pr.run()  # the model server is gone
+    assert res.code == 3
+    [comment] = pr.comments()
+    assert "💥 could not run" in comment["body"] and "aborted after" in comment["body"]
+    assert "could not run" in pr.summary
+    assert pr.outputs()["verdict"] == "error"

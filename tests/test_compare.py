@@ -14,6 +14,7 @@ from skillopt_ci.compare import (
     Comparison,
     TaskDelta,
     compare_results,
+    expanded_tail,
     paired_bootstrap_ci,
     sign_test,
 )
@@ -86,7 +87,8 @@ def test_sign_and_mcnemar_p_values():
 def test_bootstrap_interval():
     # mean of two resampled values of {0, 1}: 0, 0.5 or 1 with chance 1/4, 1/2, 1/4
     assert paired_bootstrap_ci([0.0, 1.0], 0.95, 2000, random.Random(0)) == (0.0, 1.0)
-    assert paired_bootstrap_ci([0.0, 1.0], 0.40, 2000, random.Random(0)) == (0.5, 0.5)
+    # Two values are a tiny sample: the expanded interval widens 40% to the full range.
+    assert paired_bootstrap_ci([0.0, 1.0], 0.40, 2000, random.Random(0)) == (0.0, 1.0)
     assert paired_bootstrap_ci([0.2] * 7, 0.95, 2000, random.Random(0)) == (0.2, 0.2)
     with pytest.raises(ValueError):
         paired_bootstrap_ci([], 0.95, 100, random.Random(0))
@@ -97,6 +99,13 @@ def test_bootstrap_interval():
     half = 1.96 * stdev(deltas) / len(deltas) ** 0.5
     assert lo == pytest.approx(fmean(deltas) - half, abs=0.006)
     assert hi == pytest.approx(fmean(deltas) + half, abs=0.006)
+
+
+def test_expanded_percentile_tail():
+    # Large samples: the plain 2.5% tail. Small ones: widened so the width matches a t-interval.
+    assert expanded_tail(0.95, 100_000) == pytest.approx(0.025, abs=1e-4)
+    assert expanded_tail(0.95, 12) == pytest.approx(0.0108, abs=5e-4)
+    assert expanded_tail(0.95, 60) == pytest.approx(0.0218, abs=5e-4)
 
 
 # --- decisions -------------------------------------------------------------------------------
