@@ -101,6 +101,43 @@ class GatePolicy:
 
 
 @dataclass(frozen=True)
+class TrainPolicy:
+    """The ``train:`` section. See config.schema.json for what each field means."""
+
+    epochs: int = 2
+    batch_size: int = 8
+    group_size: int = 8
+    max_edits_per_reflection: int = 3
+    budget_schedule: str = "cosine"
+    budget_start: int = 4
+    budget_end: int = 2
+    min_gain: float = 0.0
+    repeats: int | None = None
+    max_edit_chars: int = 800
+    max_skill_tokens: int = 4000
+    slow_update: bool = True
+    meta_skill: bool = True
+    early_stop: bool = True
+    test_margin: float = 0.05
+    seed: int = 0
+    labels: tuple[str, ...] = ("skillopt", "automated")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainPolicy:
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        budget = data.get("edit_budget") or {}
+        for key in ("schedule", "start", "end"):
+            if key in budget:
+                values[f"budget_{key}"] = budget[key]
+        if "labels" in values:
+            values["labels"] = tuple(values["labels"])
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items()}
+
+
+@dataclass(frozen=True)
 class Config:
     root: Path
     file: str
@@ -114,7 +151,7 @@ class Config:
     max_error_rate: float = 0.5
     min_attempts: int = 10
     gate: GatePolicy = GatePolicy()
-    train: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    train: TrainPolicy = TrainPolicy()
 
     def skill(self, name: str) -> SkillEntry | None:
         for entry in self.skills:
@@ -209,7 +246,7 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         max_error_rate=float(run_eval.get("max_error_rate", 0.5)),
         min_attempts=int(run_eval.get("min_attempts", 10)),
         gate=GatePolicy.from_dict(data.get("gate") or {}),
-        train=MappingProxyType(dict(data.get("train") or {})),
+        train=TrainPolicy.from_dict(data.get("train") or {}),
     )
     return config, problems
 

@@ -11,19 +11,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO, TypeVar
 
 from skillopt_ci.cache import ResponseCache
-from skillopt_ci.config import Config, ModelSpec
+from skillopt_ci.config import Budgets, Config, ModelSpec
 from skillopt_ci.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError
 from skillopt_ci.models.base import Backend
 from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.paths import display_path
 from skillopt_ci.progress import Progress
-from skillopt_ci.records import EvalSummary
+from skillopt_ci.records import EvalSummary, TaskResult
 from skillopt_ci.report import eval_report
 from skillopt_ci.rundir import RunDir
 from skillopt_ci.runner import ErrorPolicy, EvalOutcome, EvalPlan, evaluate
@@ -33,6 +33,7 @@ from skillopt_ci.skill import Skill, load_skill
 from skillopt_ci.suite import Suite, load_suite
 
 MIN_COVERAGE = 0.8
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ def default_run_dir(config: Config, plan: EvalPlan, prefix: str = "eval") -> Pat
     return config.runs_dir / f"{prefix}-{plan.skill.name}-{plan.split}-{key}"
 
 
-def make_plan(skill: Skill, suite: Suite, split: str, repeats: int | None, shard: Shard | None = None) -> EvalPlan:
+def make_plan(skill: Skill, suite: Suite, split: str, repeats: int | None, shard: Shard | None = None,
+              sample_offset: int = 0) -> EvalPlan:
     """The tasks of ``split`` (or of one shard of it). Raises :class:`InputError` when empty."""
     tasks = suite.tasks(split)
     if not tasks:
@@ -63,7 +65,7 @@ def make_plan(skill: Skill, suite: Suite, split: str, repeats: int | None, shard
     if shard is not None:
         tasks = shard.select(tasks)
     return EvalPlan(skill=skill, suite=suite, split=split, tasks=tasks, repeats=repeats or suite.repeats,
-                    shard=str(shard) if shard else None)
+                    shard=str(shard) if shard else None, sample_offset=sample_offset)
 
 
 def prepare(request: EvalRequest) -> EvalPlan:
@@ -136,17 +138,24 @@ class EvalSession:
                     hint=f"add pricing: {{{spec.model}: {{input: …, output: …}}}} in USD per million tokens",
                 )
 
-    def evaluate(self, plan: EvalPlan, out: Path, *, fresh: bool = False, label: str | None = None) -> EvalOutcome:
-        """Evaluate ``plan`` into the run directory ``out`` (resuming it if it holds this run)."""
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the session's loop (model clients are bound to it)."""
+        return self._loop.run_until_complete(coroutine)
+
+    def evaluate(self, plan: EvalPlan, out: Path, *, fresh: bool = False, label: str | None = None,
+                 budgets: Budgets | None = None,
+                 stop_when: Callable[[Mapping[tuple[str, int], TaskResult]], str | None] | None = None) -> EvalOutcome:
+        """Evaluate ``plan`` into the run directory ``out`` (resuming it if it holds this run).
+        ``budgets`` default to the config's; ``stop_when`` is passed to the runner."""
         scorer = self.scorer(plan.suite)
         self.check(plan.suite)
         run = RunDir(out)
         progress = Progress(len(plan.tasks) * plan.repeats, label or f"eval {plan.skill.name}/{plan.split}",
                             stream=self.stream, enabled=self.show_progress)
-        outcome = self._loop.run_until_complete(
-            evaluate(plan, self.pool, scorer, run, budgets=self.config.budgets,
+        outcome = self.run(
+            evaluate(plan, self.pool, scorer, run, budgets=budgets or self.config.budgets,
                      errors=ErrorPolicy(self.config.max_error_rate, self.config.min_attempts),
-                     progress=progress, fresh=fresh)
+                     progress=progress, fresh=fresh, stop_when=stop_when)
         )
         run.write_text("skill.md", plan.skill.text)
         run.write_json("summary.json", outcome.summary.to_dict())

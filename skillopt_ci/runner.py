@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,9 +47,11 @@ class EvalPlan:
     tasks: tuple[Task, ...]
     repeats: int
     shard: str | None = None
+    sample_offset: int = 0  # repeat r is model sample ``sample_offset + r`` (fresh samples per epoch)
 
     def manifest(self, model: dict[str, Any]) -> dict[str, Any]:
         return {
+            "sample_offset": self.sample_offset,
             "kind": "eval",
             "skill_hash": self.skill.hash,
             "suite_hash": self.suite.hash,
@@ -118,7 +120,7 @@ async def rollout(plan: EvalPlan, task: Task, repeat: int, prompt: str, pool: Mo
     """Run one task once and score it. Provider and scoring failures become errored results."""
     messages = chat_messages(plan.skill, prompt)
     try:
-        completion = await pool.complete("target", messages, sample_index=repeat)
+        completion = await pool.complete("target", messages, sample_index=plan.sample_offset + repeat)
     except ProviderError as exc:
         return TaskResult(task.id, repeat, prompt, None, None, None, error={"kind": exc.kind, "message": exc.message},
                           expected=task.expected)
@@ -161,9 +163,15 @@ async def evaluate(
     progress: Progress | None = None,
     fresh: bool = False,
     clock: Callable[[], float] = time.monotonic,
-    on_result: Callable[[TaskResult], Awaitable[None] | None] | None = None,
+    stop_when: Callable[[Mapping[tuple[str, int], TaskResult]], str | None] | None = None,
 ) -> EvalOutcome:
-    """Evaluate ``plan`` into ``run``. See the module docstring for the contract."""
+    """Evaluate ``plan`` into ``run``. See the module docstring for the contract.
+
+    ``stop_when`` sees every result so far (resumed ones included) before the first launch and
+    after each new result; when it returns a reason, rollouts in flight are cancelled, nothing
+    more is launched, and the summary says ``complete: false`` with that reason (early rejection
+    of a training candidate that can no longer win).
+    """
     started = clock()
     budgets = budgets or Budgets()
     errors = errors or ErrorPolicy()
@@ -177,6 +185,15 @@ async def evaluate(
     attempts = failures = 0
     stop: list[str] = []
     queue = iter(todo)
+    workers: list[asyncio.Future[None]] = []
+    if stop_when is not None and (reason := stop_when(latest)):
+        stop.append(reason)
+
+    def halt_others() -> None:
+        current = asyncio.current_task()
+        for w in workers:
+            if w is not current:
+                w.cancel()
 
     async def worker() -> None:
         nonlocal attempts, failures
@@ -196,17 +213,22 @@ async def evaluate(
             progress.advance(error=not result.ok)
             attempts += 1
             failures += not result.ok
-            if on_result is not None:
-                maybe = on_result(result)
-                if maybe is not None:
-                    await maybe
             if attempts >= errors.min_attempts and failures / attempts > errors.max_error_rate:
+                halt_others()
                 raise RuntimeFailure(_abort_message(failures, attempts, latest.values()),
                                      hint=_abort_hint(pool, latest.values()))
+            if stop_when is not None and not stop and (reason := stop_when(latest)):
+                stop.append(reason)
+                halt_others()
+                return
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
+    if not stop:
+        workers += [asyncio.ensure_future(worker()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
     try:
-        await asyncio.gather(*workers)
+        outcomes = await asyncio.gather(*workers, return_exceptions=True)
+        failed = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)]
+        if failed:
+            raise failed[0]
     except BaseException:
         for w in workers:
             w.cancel()

@@ -14,22 +14,20 @@ injection and request recording, plus plain Python methods for tests to seed and
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import http
 import json
 import re
-import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
+from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
 from skillopt_ci.testing.github_state import BOT, ApiError, RepoState, Urls, invalid, not_found
 
 __all__ = ["FakeGitHub", "RecordedRequest"]
@@ -72,14 +70,31 @@ class _Page:
 Handler = Callable[..., Any]
 
 
-class FakeGitHub:
+class _Handler(LoopbackHandler):
+    server_version = "FakeGitHub/1.0"
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = LoopbackHandler.receive
+
+    def respond(self, method: str, raw: bytes, headers: dict[str, str]) -> None:
+        try:
+            owner = cast("FakeGitHub", self.server.service)
+            status, out_headers, body = owner._handle(method, self.path, headers, raw)
+        except Exception as exc:  # a bug in the fake: answer 500 rather than hang the client
+            status, out_headers = 500, {"Content-Type": "application/json"}
+            body = json.dumps({"message": f"FakeGitHub bug: {type(exc).__name__}: {exc}"}).encode()
+        self.send_bytes(status, out_headers, body)
+
+
+class FakeGitHub(LoopbackService):
     """A fake of the GitHub REST API for ``owner/repo`` on an ephemeral port of 127.0.0.1.
 
     Requests must authenticate with ``token`` (``Authorization: token …`` or ``Bearer …``).
     ``read_only = True`` refuses every write with 403, as a fork PR's token does. Each request
     uses one unit of ``rate_limit`` (per fake); when none is left, GitHub's 403 is answered.
-    Writes act as ``actor`` (``github-actions[bot]``). All methods are thread-safe.
+    Writes act as ``actor`` (``github-actions[bot]``). All methods are thread-safe. :meth:`stop`
+    keeps the state; :attr:`url` (``http://127.0.0.1:PORT``) is the "web" base of ``html_url``.
     """
+
+    handler_class = _Handler
 
     def __init__(
         self,
@@ -98,59 +113,16 @@ class FakeGitHub:
         self.rate_limit = rate_limit
         self._used = 0
         self._reset_at = int(time.time()) + 3600
-        self._host, self._port = host, port
         self._lock = threading.RLock()
         self._state = RepoState(owner, repo, default_branch)
         self._faults: list[_Fault] = []
         self._requests: list[RecordedRequest] = []
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._routes = self._build_routes()
+        super().__init__(host=host, port=port)
 
     # ---- lifecycle ----------------------------------------------------------------------
-    def start(self) -> FakeGitHub:
-        """Bind and serve in a daemon thread; does nothing if already running."""
-        with self._lock:
-            if self._httpd is not None:
-                return self
-            self._httpd = _HTTPServer((self._host, self._port), self)
-            host, port = self._httpd.server_address[:2]
-            self._state.urls = Urls(
-                web=f"http://{host}:{port}", api=f"http://{host}:{port}{PREFIX}"
-            )
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.05},
-                name=f"FakeGitHub:{port}",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, close open connections and the socket. Idempotent; state is kept."""
-        with self._lock:
-            httpd, thread = self._httpd, self._thread
-            self._httpd = self._thread = None
-        if httpd is None or thread is None:
-            return
-        httpd.shutdown()
-        httpd.close_connections()
-        httpd.server_close()
-        thread.join()
-
-    def __enter__(self) -> FakeGitHub:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT`` (the "web" base of ``html_url``); the fake must be running."""
-        if self._httpd is None:
-            raise RuntimeError("FakeGitHub is not running; call start() first")
-        return self._state.urls.web
+    def _bound(self, url: str) -> None:
+        self._state.urls = Urls(web=url, api=url + PREFIX)
 
     @property
     def api_url(self) -> str:
@@ -828,101 +800,3 @@ def _default_message(status: int, headers: dict[str, str]) -> str:
         return http.HTTPStatus(status).phrase
     except ValueError:
         return "Error"
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], owner: FakeGitHub) -> None:
-        self.owner = owner
-        self._conn_lock = threading.Lock()
-        self._conns: dict[socket.socket, threading.Thread] = {}
-        super().__init__(address, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self.process_request_thread, args=(request, client_address), daemon=True
-        )
-        with self._conn_lock:
-            self._conns[request] = thread
-        thread.start()
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._conn_lock:
-            self._conns.pop(request, None)
-        super().shutdown_request(request)
-
-    def close_connections(self, timeout: float = 5.0) -> None:
-        """Shut down every open (keep-alive) connection and join the handler threads."""
-        with self._conn_lock:
-            conns = list(self._conns.items())
-        for sock, _ in conns:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        for _, thread in conns:
-            thread.join(timeout)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "FakeGitHub/1.0"
-    sys_version = ""
-    disable_nagle_algorithm = True
-    server: _HTTPServer
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PATCH(self) -> None:
-        self._dispatch("PATCH")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _dispatch(self, method: str) -> None:
-        raw = self._read_body()
-        if raw is None:
-            self.close_connection = True
-            return
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        try:
-            status, out_headers, body = self.server.owner._handle(method, self.path, headers, raw)
-        except Exception as exc:  # a bug in the fake: answer 500 rather than hang the client
-            status, out_headers = 500, {"Content-Type": "application/json"}
-            body = json.dumps({"message": f"FakeGitHub bug: {type(exc).__name__}: {exc}"}).encode()
-        try:
-            self.send_response(status)
-            for name, value in out_headers.items():
-                self.send_header(name, value)
-            if status != 204:
-                self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except OSError:
-            self.close_connection = True
-
-    def _read_body(self) -> bytes | None:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks = []
-            while True:
-                line = self.rfile.readline()
-                if not line:
-                    return None
-                size = int(line.split(b";")[0].strip() or b"0", 16)
-                chunk = self.rfile.read(size + 2)[:size]
-                if size == 0:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-        length = int(self.headers.get("Content-Length") or 0)
-        data = self.rfile.read(length) if length else b""
-        return data if len(data) == length else None

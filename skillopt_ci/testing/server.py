@@ -9,20 +9,18 @@ can be injected per request. Run it in its own process with
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
 import signal
-import socket
 import sys
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
+from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
 from skillopt_ci.testing.protocols import (
     Fault,
     RequestError,
@@ -61,15 +59,45 @@ class RecordedCall:
     error: str | None = None
 
 
-class ScriptedModelServer:
+class _Handler(LoopbackHandler):
+    server_version = "ScriptedModelServer/1.0"
+    do_GET = do_POST = LoopbackHandler.receive
+
+    def respond(self, method: str, raw: bytes, headers: dict[str, str]) -> None:
+        url = urlsplit(self.path)
+        target = route(url.path) if method == "POST" else None
+        if target is None:
+            protocol = guess_protocol(url.path, headers)
+            response = error_response(protocol, 404, f"Invalid URL ({method} {url.path})")
+        elif target[0] == "azure" and "api-version" not in parse_qs(url.query):
+            response = error_response("azure", 400, "Missing required query parameter: api-version")
+        else:
+            owner = cast("ScriptedModelServer", self.server.service)
+            response = owner._answer(target[0], raw, headers, target[1])
+        self._send(response)
+
+    def _send(self, response: WireResponse) -> None:
+        if response.delay > 0 and self.server.stopping.wait(response.delay):
+            response = WireResponse(0, None, {})
+        if response.body is None:
+            self.close_connection = True
+            return
+        headers = {**response.headers, "Content-Type": "application/json"}
+        self.send_bytes(response.status, headers, response.body)
+
+
+class ScriptedModelServer(LoopbackService):
     """An HTTP model server on ``host:port`` (an ephemeral port by default) driven by ``policy``.
 
     ``policy(request) -> str | ScriptedReply`` is called concurrently from handler threads and
     must be thread-safe; ``None`` echoes the last user message. ``latency`` (seconds) delays every
     successful reply. ``policy``, ``latency`` and ``fault_plan`` may be reassigned at any time.
     Requests to unknown routes and invalid bodies are answered (404/400) but neither recorded
-    nor given a ``call_index``, nor do they consume faults.
+    nor given a ``call_index``, nor do they consume faults. On :meth:`stop`, replies still
+    waiting out a delay are abandoned without an answer.
     """
+
+    handler_class = _Handler
 
     def __init__(
         self,
@@ -82,57 +110,11 @@ class ScriptedModelServer:
         self.policy: Policy = policy or echo
         self.latency = latency
         self.fault_plan: FaultPlan | None = None
-        self._host = host
-        self._port = port
         self._lock = threading.Lock()
         self._faults: deque[Fault] = deque()
         self._calls: list[RecordedCall] = []
         self._next_index = 0
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> ScriptedModelServer:
-        """Bind and serve in a daemon thread; does nothing if already running."""
-        if self._httpd is None:
-            self._httpd = _HTTPServer((self._host, self._port), self)
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.05},
-                name=f"ScriptedModelServer:{self._httpd.server_address[1]}",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, close open connections, join the threads and close the socket.
-
-        Idempotent. Replies still waiting out a delay are abandoned without an answer.
-        """
-        with self._lock:
-            httpd, thread = self._httpd, self._thread
-            self._httpd = self._thread = None
-        if httpd is None or thread is None:
-            return
-        httpd.stopping.set()
-        httpd.shutdown()
-        httpd.close_connections()
-        httpd.server_close()
-        thread.join()
-
-    def __enter__(self) -> ScriptedModelServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """``http://HOST:PORT``; the server must be running."""
-        if self._httpd is None:
-            raise RuntimeError("ScriptedModelServer is not running; call start() first")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        super().__init__(host=host, port=port)
 
     @property
     def openai_base_url(self) -> str:
@@ -221,108 +203,6 @@ def _as_reply(value: object) -> ScriptedReply:
     if isinstance(value, str):
         return ScriptedReply(value)
     raise TypeError(f"policy returned {type(value).__name__}; expected str or ScriptedReply")
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], owner: ScriptedModelServer) -> None:
-        self.owner = owner
-        self.stopping = threading.Event()
-        self._conn_lock = threading.Lock()
-        self._conns: dict[socket.socket, threading.Thread] = {}
-        super().__init__(address, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self.process_request_thread, args=(request, client_address), daemon=True
-        )
-        with self._conn_lock:
-            self._conns[request] = thread
-        thread.start()
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._conn_lock:
-            self._conns.pop(request, None)
-        super().shutdown_request(request)
-
-    def close_connections(self, timeout: float = 5.0) -> None:
-        """Shut down every open connection and join the handler threads."""
-        with self._conn_lock:
-            conns = list(self._conns.items())
-        for sock, _ in conns:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        for _, thread in conns:
-            thread.join(timeout)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "ScriptedModelServer/1.0"
-    sys_version = ""
-    disable_nagle_algorithm = True
-    server: _HTTPServer
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _dispatch(self, method: str) -> None:
-        raw = self._read_body()
-        if raw is None:
-            self.close_connection = True
-            return
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        url = urlsplit(self.path)
-        target = route(url.path) if method == "POST" else None
-        if target is None:
-            protocol = guess_protocol(url.path, headers)
-            response = error_response(protocol, 404, f"Invalid URL ({method} {url.path})")
-        elif target[0] == "azure" and "api-version" not in parse_qs(url.query):
-            response = error_response("azure", 400, "Missing required query parameter: api-version")
-        else:
-            response = self.server.owner._answer(target[0], raw, headers, target[1])
-        self._send(response)
-
-    def _read_body(self) -> bytes | None:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks = []
-            while True:
-                line = self.rfile.readline()
-                if not line:
-                    return None
-                size = int(line.split(b";")[0].strip() or b"0", 16)
-                chunk = self.rfile.read(size + 2)[:size]
-                if size == 0:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-        length = int(self.headers.get("Content-Length") or 0)
-        data = self.rfile.read(length) if length else b""
-        return data if len(data) == length else None
-
-    def _send(self, response: WireResponse) -> None:
-        if response.delay > 0 and self.server.stopping.wait(response.delay):
-            response = WireResponse(0, None, {})
-        if response.body is None:
-            self.close_connection = True
-            return
-        try:
-            self.send_response(response.status)
-            for name, value in response.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(response.body)))
-            self.end_headers()
-            self.wfile.write(response.body)
-        except OSError:
-            self.close_connection = True
 
 
 def _load_policy(spec: str) -> Policy:
