@@ -269,6 +269,45 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option("--skill", "skill", required=True, help="The configured skill to train.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir; re-running resumes).")
+@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
+@click.option("--epochs", type=click.IntRange(1, 100), help="Passes over the train split (default: train.epochs).")
+@click.option("--batch-size", type=click.IntRange(1, 10_000), help="Train tasks per step (default: train.batch_size).")
+@click.option("--budget-tokens", type=click.IntRange(0), help="Stop after this many tokens (all models).")
+@click.option("--budget-dollars", type=click.FloatRange(0), help="Stop after this many dollars.")
+@click.option("--budget-seconds", type=click.FloatRange(0), help="Stop after this much wall time.")
+@click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.pass_obj
+def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int | None, batch_size: int | None,
+          budget_tokens: int | None, budget_dollars: float | None, budget_seconds: float | None,
+          cache_mode: str | None, as_json: bool, quiet: bool) -> None:
+    """Train a skill: rollout, reflect, edit, keep only what beats it on validation."""
+    from skillopt_ci.train_report import summary_table
+    from skillopt_ci.training import TrainRequest, run_training
+
+    config = load_project_config(state)
+    request = TrainRequest(skill=skill, out=out, fresh=fresh, epochs=epochs, batch_size=batch_size,
+                           max_tokens=budget_tokens, max_dollars=budget_dollars, max_wall_seconds=budget_seconds,
+                           cache_mode=cache_mode)
+    outcome = run_training(config, request, log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)),
+                           session_options={"show_progress": False})
+    if as_json:
+        click.echo(json.dumps(outcome.summary.to_dict(), indent=2))
+    else:
+        click.echo(summary_table(outcome.summary))
+        click.echo(f"\nbest skill: {display_path(outcome.run_dir / 'best_skill.md')}")
+    s = outcome.summary
+    if not s.complete:
+        click.echo(f"stopped: {s.stopped}; re-run the same command to resume", err=True)
+    else:
+        click.echo("improved" if s.improved else "no improvement", err=True)
+    sys.exit(EXIT_OK)
+
+
+@cli.command()
 def action() -> None:
     """Run as the GitHub Action (reads GITHUB_* and SKILLOPT_* variables; see action.yml)."""
     import os

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -72,8 +73,9 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
     """The whole action; returns the exit code (0 ok, 1 gate failed, 2 bad input, 3 runtime)."""
     settings = settings_from_env(env)
     ctx = Context(settings, out or sys.stdout, publisher_factory, dict(session_options or {}))
+    flows = {"gate": gate_flow, "eval": eval_flow, "train": train_flow}
     try:
-        code = gate_flow(ctx) if settings.resolved_mode == "gate" else eval_flow(ctx)
+        code = flows[settings.resolved_mode](ctx)
     except SkilloptError as exc:
         file, line = _location(exc.where)
         command("error", str(exc), stream=ctx.out, file=file, line=line, title="skillopt-ci")
@@ -226,3 +228,55 @@ def eval_flow(ctx: Context) -> int:
     ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n")
     ctx.outputs["verdict"] = "failed" if failed else "passed"
     return EXIT_FAILED if failed and s.fail else EXIT_OK
+
+
+def train_flow(ctx: Context) -> int:
+    """Nightly training: train each configured skill (or the named ones); when the best skill
+    beats the current one on validation and holds on test, open or update its pull request."""
+    from skillopt_ci.github.training_pr import propose_training_pr
+    from skillopt_ci.train_pr_body import render_training_check, render_training_pr
+    from skillopt_ci.train_report import summary_table
+    from skillopt_ci.training import TrainRequest, run_training
+
+    s = ctx.settings
+    config = _config(ctx)
+    entries = [e for e in config.skills if not s.skills or e.name in s.skills]
+    unknown = sorted(set(s.skills) - {e.name for e in config.skills})
+    if unknown:
+        raise InputError(f"no configured skill named {', '.join(unknown)}")
+    reason = missing_key(config, ("target", "optimizer", "judge"))
+    if reason:
+        return skip(ctx, "No model key", f"{reason}. Nothing was trained.")
+    publisher = ctx.publisher_factory(s) if s.token else None
+    sections, numbers = [], []
+    top = Git(s.workspace).top_level().resolve()
+    for entry in entries:
+        command("group", f"Training {entry.name}", stream=ctx.out)
+        try:
+            outcome = run_training(config, TrainRequest(skill=entry.name),
+                                   log=lambda line: print(line, file=ctx.out, flush=True),
+                                   session_options=ctx.session_options)
+        finally:
+            command("endgroup", "", stream=ctx.out)
+        summary = outcome.summary
+        line = "improved" if summary.improved else "no improvement: no pull request"
+        if summary.improved and publisher:
+            title, body = render_training_pr(summary, current_text=outcome.baseline_text,
+                                             trained_text=outcome.best_text, run_url=s.run_url,
+                                             artifact_hint="the run directory is in the workflow run's artifact")
+            check_title, check_summary = render_training_check(summary, s.run_url)
+            pr = ctx.publish(partial(
+                propose_training_pr, publisher, skill_path=outcome.entry.path.resolve().relative_to(top).as_posix(),
+                trained_text=outcome.best_text, title=title, body=body, branch=f"skillopt/train/{entry.name}",
+                labels=config.train.labels, check_summary=check_summary, check_title=check_title,
+                details_url=s.run_url))
+            if pr is not None and pr.number:
+                numbers.append(str(pr.number))
+                line = f"pull request [#{pr.number}]({pr.url}) {'opened' if pr.created else 'updated'}"
+        sections.append(f"### {escape_inline(entry.name, 60)}: {line}\n\n"
+                        f"```text\n{summary_table(summary)}\n```\n")
+    ctx.summary("## skillopt-ci train\n\n" + "\n".join(sections))
+    ctx.outputs["verdict"] = "improved" if numbers else "unchanged"
+    if numbers:
+        ctx.outputs["pr-number"] = " ".join(numbers)
+    return EXIT_OK

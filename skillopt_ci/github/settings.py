@@ -15,7 +15,7 @@ from typing import Any
 
 from skillopt_ci.errors import InputError
 
-MODES = ("auto", "gate", "eval")
+MODES = ("auto", "gate", "eval", "train")
 TRUE = ("true", "yes", "1", "on")
 FALSE = ("false", "no", "0", "off", "")
 

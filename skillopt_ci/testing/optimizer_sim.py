@@ -1,0 +1,466 @@
+"""A simulated optimizer model for the bundled ticket-triage example.
+
+Like :mod:`skillopt_ci.testing.triage` (the simulated target), it is honest about being a
+simulation: it does not reason, it pattern-matches. It recognises which of our prompt templates
+it was sent by their first line, reads the current skill and the scorer feedback of the
+trajectories (``category should be security, not question``, ``priority should be P1, not P3``,
+``answer must be exactly "category/priority"``), and answers in the JSON format of the template:
+
+* **failure reflection** — for each failed trajectory, the rules of
+  :data:`~skillopt_ci.testing.triage.REFERENCE_SKILL` that decide its correct answer (found from
+  the ticket text, the plan and the expected answer), minus those the skill already has. A rule
+  the skill states partially (same category, other words; another default priority) is
+  *replaced*; a missing one is inserted after the last rule line of its section (category,
+  priority, answer format) or appended. A non-reference rule that caused the wrong answer is
+  *deleted*. Needs shared by more trajectories come first; at most L edits.
+  **One group in** ``bad_every`` **(3 by default)** — decided by a hash of the prompt, so
+  deterministic — also gets a *harmful* edit (a catch-all keyword rule, a wrong default
+  priority, or the deletion of a correct rule; see :data:`HARMFUL_RULES`), replacing the last
+  good edit when L is full. The validation gate is what keeps those out; a harmful edit already
+  listed as rejected in the prompt's buffer is not proposed again (good ones are, as long as
+  failures call for them).
+* **success reflection** — no edits, or (one prompt in three) a harmless consolidating line that
+  the simulated target ignores.
+* **slow update** — a few general lines of durable guidance the target ignores.
+* **meta skill** — two or three lines summarising which kinds of edits were accepted.
+
+Anything it cannot parse gets a valid JSON answer with no edits. ``OptimizerSim(malformed=True)``
+answers prose instead of JSON, for failure-mode tests. The policy is a pure function of the
+request (thread-safe). Serve it with ``python -m skillopt_ci.testing.server --policy
+skillopt_ci.testing.optimizer_sim:policy``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from skillopt_ci.errors import InputError
+from skillopt_ci.skill import find_protected
+from skillopt_ci.testing.triage import REFERENCE_SKILL, parse_rules
+
+HEADERS = {
+    "# Skill optimization: reflect on failures": "failure",
+    "# Skill optimization: reflect on successes": "success",
+    "# Skill optimization: slow update of a protected block": "slow_update",
+    "# Skill optimization: update the meta skill": "meta",
+}
+REFERENCE_RULES = tuple(line for line in REFERENCE_SKILL.splitlines() if line.strip())
+FORMAT_RULE = next(line for line in REFERENCE_RULES if "category/priority" in line)
+HARMFUL_RULES = (
+    'If the ticket mentions "error", the category is billing.',
+    'If the ticket mentions "page" or "email", the priority is P1.',
+    "The default priority is P2.",
+)
+CONSOLIDATION = "Apply the rules above in the order they are written; the first rule that matches decides."
+PROSE = (
+    "Looking at these tickets, I think the skill should say more about security problems and "
+    "about outages. I would add a rule for breaches and make outages urgent."
+)
+_SECTIONS = {"category": "category", "otherwise": "category", "priority": "priority",
+             "default_priority": "priority", "category_priority": "priority", "enterprise": "priority",
+             "format": "format"}
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+_TOKEN = re.compile(
+    r"^(`{3,})text\n(?:.*?\n)?\1$|^### Trajectory [^\n]*$|^## [^\n]*$"
+    r"|^(?:Input the model was given|The model's output|Expected answer|Scorer feedback):$",
+    re.MULTILINE | re.DOTALL,
+)
+_FENCE = re.compile(r"(`{3,})text\n(?:(.*?)\n)?\1$", re.M | re.S)
+_FIELDS = {"Input the model was given:": "input", "The model's output:": "output",
+           "Expected answer:": "expected", "Scorer feedback:": "feedback"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A line of a skill read with the simulated target's grammar."""
+
+    line: str
+    kind: str
+    value: str = ""
+    terms: tuple[str, ...] = ()
+
+    @property
+    def section(self) -> str:
+        return _SECTIONS[self.kind]
+
+    def same_slot(self, other: Rule) -> bool:
+        """Two rules that decide the same thing (so one should replace the other)."""
+        if self.kind != other.kind:
+            return False
+        if self.kind in ("category", "priority"):
+            return self.value == other.value and bool(set(self.terms) & set(other.terms))
+        if self.kind == "category_priority":
+            return self.value.split(":")[0] == other.value.split(":")[0]
+        return True
+
+    def matches(self, ticket: str) -> bool:
+        text = ticket.lower()
+        return any(t in text for t in self.terms)
+
+
+def classify(line: str) -> Rule | None:
+    r = parse_rules(line)
+    if r.category_terms:
+        return Rule(line, "category", r.category_terms[0][1], r.category_terms[0][0])
+    if r.priority_terms:
+        return Rule(line, "priority", r.priority_terms[0][1], r.priority_terms[0][0])
+    if r.default_category:
+        return Rule(line, "otherwise", r.default_category)
+    if r.default_priority:
+        return Rule(line, "default_priority", r.default_priority)
+    if r.category_priority:
+        (category, priority), = r.category_priority.items()
+        return Rule(line, "category_priority", f"{category}:{priority}")
+    if r.enterprise_raise:
+        return Rule(line, "enterprise")
+    if r.answer_format:
+        return Rule(line, "format")
+    return None
+
+
+REFERENCE = tuple(rule for rule in map(classify, REFERENCE_RULES) if rule is not None)
+
+
+def norm(line: str) -> str:
+    return " ".join(_BULLET.sub("", line).split()).lower().rstrip(".")
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    task_id: str = ""
+    input: str = ""
+    output: str = ""
+    expected: str = ""
+    feedback: str = ""
+
+    @property
+    def plan(self) -> str:
+        m = re.search(r"^Plan:\s*(\S+)", self.input, re.M)
+        return m.group(1) if m else ""
+
+    @property
+    def ticket(self) -> str:
+        m = re.search(r"^Ticket:\s*\n(.*)", self.input, re.S | re.M)
+        return m.group(1) if m else self.input
+
+
+class SkillView:
+    """The skill as the simulation edits it: rule lines outside protected regions."""
+
+    def __init__(self, text: str):
+        self.text = text
+        outside = text
+        try:
+            for region in reversed(find_protected(text)):
+                outside = outside[: region.start] + outside[region.end :]
+        except InputError:
+            pass
+        self.lines = [line for line in outside.splitlines() if line.strip()]
+        self.rules = [rule for rule in map(classify, self.lines) if rule is not None]
+        self.normalized = {norm(line) for line in text.splitlines() if line.strip()}  # protected too
+        self.bulleted = any(_BULLET.match(line) for line in self.lines)
+
+    def has(self, line: str) -> bool:
+        return norm(line) in self.normalized
+
+    def unique(self, line: str) -> bool:
+        return self.text.count(line) == 1
+
+    def styled(self, rule_text: str, like: str | None = None) -> str:
+        if like is not None:
+            m = _BULLET.match(like)
+            return (m.group(0) if m else "") + rule_text
+        return ("- " if self.bulleted else "") + rule_text
+
+    def edit_to_add(self, ref: Rule, seen: str) -> dict[str, str] | None:
+        """``replace`` a rule of the same slot, else ``insert_after`` the last rule of the
+        section, else ``append``; ``None`` when the skill already has the rule. ``seen`` is the
+        evidence quoted in the rationale."""
+        if self.has(ref.line):
+            return None
+        why = f"No rule covers this ({seen})."
+        for rule in self.rules:
+            if rule.same_slot(ref) and self.unique(rule.line):
+                return {"op": "replace", "anchor": rule.line, "text": self.styled(ref.line, rule.line),
+                        "rationale": f"The existing rule misses this case ({seen})."}
+        same = [r for r in self.rules if r.section == ref.section and self.unique(r.line)]
+        if ref.kind == "category":
+            same = [r for r in same if r.kind == "category"] or same
+        # Prefer a complete rule as the anchor: an incomplete one may be replaced in the same
+        # step, and an insertion after a replaced line would be a conflict.
+        same = [r for r in same if _is_reference(r.line)] or same
+        if same:
+            anchor = same[-1].line
+            return {"op": "insert_after", "anchor": anchor, "text": self.styled(ref.line, anchor), "rationale": why}
+        return {"op": "append", "text": self.styled(ref.line), "rationale": why}
+
+
+class OptimizerSim:
+    """A scripted-server policy ``(request) -> str`` playing the optimizer model."""
+
+    def __init__(self, *, malformed: bool = False, bad_every: int = 3):
+        self.malformed = malformed
+        self.bad_every = bad_every
+
+    def __call__(self, request: Any) -> str:
+        prompt, kind = _find_prompt(request)
+        if self.malformed:
+            return PROSE
+        try:
+            answer = {"failure": self.reflect_failures, "success": self.reflect_successes,
+                      "slow_update": self.slow_update, "meta": self.meta}[kind](prompt)
+        except Exception as exc:  # a simulation that cannot read its prompt still answers validly
+            answer = _empty(kind, f"could not read the prompt ({type(exc).__name__})")
+        return "```json\n" + json.dumps(answer, indent=2, ensure_ascii=False) + "\n```"
+
+    # ---- reflections -------------------------------------------------------------------------
+
+    def reflect_failures(self, prompt: str) -> dict[str, Any]:
+        text, trajectories = _fenced_after(prompt, "## Current skill"), parse_trajectories(prompt)
+        if text is None or not trajectories:
+            return _empty("failure", "could not find the skill or the trajectories in the prompt")
+        skill = SkillView(text)
+        limit = _max_edits(prompt)
+        needs: Counter[tuple[str, str]] = Counter()
+        evidence: dict[tuple[str, str], str] = {}
+        for t in trajectories:
+            for action, line, piece in needs_of(t, skill):
+                evidence.setdefault((action, line), f"{t.task_id or 'a task'}: {piece}")
+                needs[(action, line)] += 1
+        edits = []
+        for (action, line), count in sorted(needs.items(), key=lambda kv: -kv[1]):  # stable: first seen on ties
+            seen = f"{count} failed trajector{'y' if count == 1 else 'ies'}, e.g. {evidence[(action, line)]}"
+            if action == "delete":
+                edits.append({"op": "delete", "anchor": line, "rationale": f"This rule gives wrong answers ({seen})."})
+            elif (rule := classify(line)) and (edit := skill.edit_to_add(rule, seen)):
+                edits.append(edit)
+        edits = edits[:limit]
+        if self.bad_every and _digest(prompt) % self.bad_every == 0 and limit > 0:
+            memory = _between(prompt, "## Memory of this epoch", "## What has helped before")
+            bad = harmful_edit(skill, _digest(prompt) // self.bad_every, avoid=memory)
+            if bad is not None:
+                edits = [*edits[: limit - 1], bad]
+        analysis = (f"{_count(len(trajectories), 'failed trajectory', 'failed trajectories')}; "
+                    f"{len(needs)} distinct fixes needed, {len(edits)} proposed.")
+        return {"analysis": analysis, "edits": edits}
+
+    def reflect_successes(self, prompt: str) -> dict[str, Any]:
+        text, trajectories = _fenced_after(prompt, "## Current skill"), parse_trajectories(prompt)
+        if text is None or not trajectories:
+            return _empty("success", "could not find the skill or the trajectories in the prompt")
+        skill = SkillView(text)
+        used = [r.line for r in skill.rules if any(r.kind == "format" or r.matches(t.ticket) for t in trajectories)]
+        shown = "; ".join(_BULLET.sub("", line) for line in used) or "the defaults"
+        analysis = (f"{_count(len(trajectories), 'successful trajectory', 'successful trajectories')} "
+                    f"rely on these rules, which must be kept: {shown}")
+        edits = []
+        if _digest(prompt) % 3 == 1 and not skill.has(CONSOLIDATION) and _max_edits(prompt) > 0:
+            edits.append({"op": "append", "text": skill.styled(CONSOLIDATION),
+                          "rationale": "The successful tasks all followed the first matching rule; say so."})
+        return {"analysis": analysis, "edits": edits}
+
+    # ---- epoch boundary ----------------------------------------------------------------------
+
+    def slow_update(self, prompt: str) -> dict[str, Any]:
+        counts = {name: _count_items(prompt, heading) for name, heading in (
+            ("improved", "Improved"), ("regressed", "Regressed"), ("still_failing", "Still failing"))}
+        current = _fenced_after(prompt, "## The block ") or ""
+        lines = [line.strip() for line in current.splitlines() if line.strip()]
+        wanted = ["Check security and outage words before anything else."]
+        if counts["improved"]:
+            wanted.append("Keep the keyword rules that fixed tickets; extend their word lists before adding new rules.")
+        if counts["regressed"]:
+            wanted.append("Prefer narrow keywords: a common word can pull tickets into the wrong queue.")
+        if counts["still_failing"]:
+            wanted.append("When no rule matches, fall back to the defaults instead of guessing.")
+        wanted.append("Read the customer's plan before settling the priority.")
+        block = list(dict.fromkeys(lines + [f"- {w}" for w in wanted]))[:8]
+        analysis = (f"{counts['improved']} tasks improved, {counts['regressed']} regressed, "
+                    f"{counts['still_failing']} still fail.")
+        return {"analysis": analysis, "block": "\n".join(block)}
+
+    def meta(self, prompt: str) -> dict[str, Any]:
+        log = _fenced_after(prompt, "Each line says whether") or ""
+        entries = re.findall(r"^- (accepted|rejected): (\w+)", log, re.M)
+        accepted = Counter(op for verdict, op in entries if verdict == "accepted")
+        rejected = Counter(op for verdict, op in entries if verdict == "rejected")
+        adds = ("append", "insert", "replace")
+        lines = [f"Adding or completing a rule backed by several failures was accepted "
+                 f"{sum(accepted[o] for o in adds)} times and rejected {sum(rejected[o] for o in adds)} times."]
+        if rejected["delete"] or accepted["delete"]:
+            lines.append(f"Deleting a rule was accepted {accepted['delete']} times and rejected {rejected['delete']} times; "
+                         "delete only rules that failures show are wrong.")
+        if rejected:
+            lines.append("Rules keyed on common words were rejected: prefer specific words.")
+        return {"meta_skill": "\n".join(lines)}
+
+
+def needs_of(t: Trajectory, skill: SkillView) -> list[tuple[str, str, str]]:
+    """What one failed trajectory needs, each once: ``("add", reference line, evidence)`` or
+    ``("delete", skill line, evidence)``; the evidence is the feedback that calls for it."""
+    out: list[tuple[str, str, str]] = []
+    feedback = t.feedback
+    if m := re.search(r'answer must be exactly "category/priority"', feedback):
+        out.append(("add", FORMAT_RULE, m.group(0)))
+    expected_category = t.expected.split("/")[0].strip().lower() if "/" in t.expected else ""
+    if m := re.search(r"category should be ([\w-]+), not ([\w-]+)", feedback):
+        want, got = m.group(1).lower(), m.group(2).lower()
+        expected_category = want
+        out += [("delete", r.line, m.group(0)) for r in skill.rules
+                if r.kind == "category" and r.value == got and r.matches(t.ticket) and not _is_reference(r.line)]
+        ref = next((r for r in REFERENCE if r.kind == "category" and r.matches(t.ticket)), None)
+        if ref is not None and ref.value == want:
+            out.append(("add", ref.line, m.group(0)))
+        elif ref is None and want == "question":
+            out.append(("add", next(r.line for r in REFERENCE if r.kind == "otherwise"), m.group(0)))
+    if m := re.search(r"priority should be (P[1-4]), not (P[1-4])", feedback):
+        got = m.group(2)
+        out += [("delete", r.line, m.group(0)) for r in skill.rules
+                if r.kind == "priority" and r.value == got and r.matches(t.ticket) and not _is_reference(r.line)]
+        out += [("add", line, m.group(0)) for line in _priority_derivation(t, expected_category)]
+    unique: dict[tuple[str, str], str] = {}
+    for action, line, piece in out:
+        unique.setdefault((action, line), piece)
+    return [(action, line, piece) for (action, line), piece in unique.items()]
+
+
+def _priority_derivation(t: Trajectory, category: str) -> list[str]:
+    """The reference rules that decide the priority of ``t``'s ticket."""
+    keyword = next((r for r in REFERENCE if r.kind == "priority" and r.matches(t.ticket)), None)
+    by_category = next((r for r in REFERENCE if r.kind == "category_priority" and r.value.startswith(f"{category}:")), None)
+    default = next(r for r in REFERENCE if r.kind == "default_priority")
+    lines = [(keyword or by_category or default).line]
+    if t.plan.lower() == "enterprise":
+        lines.append(next(r.line for r in REFERENCE if r.kind == "enterprise"))
+    return lines
+
+
+def harmful_edit(skill: SkillView, pick: int, avoid: str = "") -> dict[str, str] | None:
+    """One of the harmful edits that applies to this skill, chosen by ``pick``; those quoted in
+    ``avoid`` (the buffer of rejected edits) are not proposed again."""
+    options: list[dict[str, str]] = []
+    categories = [r for r in skill.rules if r.kind == "category" and skill.unique(r.line)]
+    priorities = [r for r in skill.rules if r.section == "priority" and skill.unique(r.line)]
+    defaults = [r for r in priorities if r.kind == "default_priority" and r.value != "P2"]
+    if categories and not skill.has(HARMFUL_RULES[0]):
+        anchor = categories[0].line
+        options.append({"op": "insert_after", "anchor": anchor, "text": skill.styled(HARMFUL_RULES[0], anchor),
+                        "rationale": "Several failed tickets mention an error while paying; errors are billing problems."})
+    if not skill.has(HARMFUL_RULES[1]):
+        edit = {"op": "append", "text": skill.styled(HARMFUL_RULES[1]),
+                "rationale": "Tickets about pages or emails affect many users and are urgent."}
+        if priorities:
+            edit = {"op": "insert_after", "anchor": priorities[-1].line,
+                    "text": skill.styled(HARMFUL_RULES[1], priorities[-1].line), "rationale": edit["rationale"]}
+        options.append(edit)
+    if defaults:
+        options.append({"op": "replace", "anchor": defaults[0].line, "text": skill.styled(HARMFUL_RULES[2], defaults[0].line),
+                        "rationale": "Most tickets deserve a faster answer than P3."})
+    if categories:
+        options.append({"op": "delete", "anchor": categories[0].line,
+                        "rationale": "This rule is redundant: the model recognises these tickets without it."})
+    options = [o for o in options if not _quoted_in(avoid, o)]
+    return options[pick % len(options)] if options else None
+
+
+def _quoted_in(memory: str, edit: dict[str, str]) -> bool:
+    if edit["op"] == "delete":
+        return f'delete "{" ".join(edit["anchor"].split())}"' in memory
+    return f'"{" ".join(edit["text"].split())}"' in memory
+
+
+def _between(prompt: str, start: str, end: str) -> str:
+    at = prompt.find("\n" + start)
+    if at < 0:
+        return ""
+    stop = prompt.find("\n" + end, at)
+    return prompt[at : stop if stop >= 0 else len(prompt)]
+
+
+def parse_trajectories(prompt: str) -> list[Trajectory]:
+    """The trajectories of a reflection prompt, read field by field from their fences."""
+    found: list[dict[str, str]] = []
+    label = None
+    inside = False
+    for m in _TOKEN.finditer(prompt):
+        token = m.group(0)
+        if token.startswith("## "):
+            inside = token.rstrip() in ("## Failed trajectories", "## Successful trajectories")
+            continue
+        if not inside:
+            continue
+        if token.startswith("### Trajectory"):
+            m = re.match(r"### Trajectory \d+: task (\S+)", token)
+            found.append({"task_id": m.group(1) if m else ""})
+        elif token in _FIELDS:
+            label = _FIELDS[token]
+        elif found and label:
+            found[-1][label] = _unfence(token)
+            label = None
+    return [Trajectory(**fields) for fields in found]
+
+
+def _find_prompt(request: Any) -> tuple[str, str]:
+    for message in request.messages:
+        if message["role"] != "user":
+            continue
+        first = message["content"].lstrip().split("\n", 1)[0].strip()
+        if first in HEADERS:
+            return message["content"], HEADERS[first]
+    return request.last_user, "unknown"
+
+
+def _fenced_after(prompt: str, heading: str) -> str | None:
+    """The content of the fence that directly follows the line starting with ``heading``."""
+    at = prompt.find("\n" + heading)
+    if at < 0:
+        return None
+    end = prompt.find("\n", at + 1)
+    m = _FENCE.match(prompt, end + 1) if end >= 0 else None
+    if m is None:
+        m = _FENCE.match(prompt, end + 2) if prompt[end + 1 : end + 2] == "\n" else None
+    return (m.group(2) or "") if m else None
+
+
+def _unfence(token: str) -> str:
+    body = token.split("\n", 1)[1]
+    return body[: body.rfind("\n")] if "\n" in body else ""
+
+
+def _count_items(prompt: str, heading: str) -> int:
+    block = _fenced_after(prompt, f"{heading} (") or ""
+    return sum(1 for line in block.splitlines() if line.startswith("- "))
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _max_edits(prompt: str) -> int:
+    m = re.search(r"Propose at most (\d+) edits", prompt)
+    return int(m.group(1)) if m else 3
+
+
+def _is_reference(line: str) -> bool:
+    return any(norm(line) == norm(ref) for ref in REFERENCE_RULES)
+
+
+def _digest(prompt: str) -> int:
+    return int.from_bytes(hashlib.sha256(prompt.encode("utf-8")).digest()[:8], "big")
+
+
+def _empty(kind: str, why: str) -> dict[str, Any]:
+    if kind == "slow_update":
+        return {"analysis": why, "block": "- Check security and outage words before anything else."}
+    if kind == "meta":
+        return {"meta_skill": "Nothing learned this epoch."}
+    return {"analysis": why, "edits": []}
+
+
+policy = OptimizerSim()
+malformed_policy = OptimizerSim(malformed=True)

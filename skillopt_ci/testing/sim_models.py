@@ -1,0 +1,34 @@
+"""Both simulated models of the bundled example behind one scripted-server policy.
+
+Requests for ``sim-optimizer-1`` go to the simulated optimizer (:mod:`optimizer_sim`); every
+other model name goes to the simulated ticket-triage target (:mod:`triage`). Run them in their
+own process with ``python -m skillopt_ci.testing.server --policy
+skillopt_ci.testing.sim_models:simulated_models``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skillopt_ci.testing.optimizer_sim import OptimizerSim
+from skillopt_ci.testing.triage import TriagePolicy
+
+SIM_TARGET = "sim-triage-1"
+SIM_OPTIMIZER = "sim-optimizer-1"
+
+
+class SimulatedModels:
+    """Route by model name. ``flip`` makes the target noisy; ``malformed`` makes the optimizer
+    answer prose instead of JSON."""
+
+    def __init__(self, *, flip: float = 0.0, seed: int = 0, malformed: bool = False):
+        self.target = TriagePolicy(flip=flip, seed=seed)
+        self.optimizer = OptimizerSim(malformed=malformed)
+
+    def __call__(self, request: Any) -> str:
+        if request.model == SIM_OPTIMIZER:
+            return self.optimizer(request)
+        return self.target(request)
+
+
+simulated_models = SimulatedModels()
