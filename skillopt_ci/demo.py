@@ -13,33 +13,41 @@ from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 
-from skillopt_ci.config import CacheSettings, Config, ModelSpec
+from skillopt_ci.config import CacheSettings, Config, ModelSpec, SkillEntry, TrainPolicy
 from skillopt_ci.evaluation import EvalRequest, run_eval
 from skillopt_ci.report import score_table
 from skillopt_ci.scaffold import example_path
 from skillopt_ci.testing.server import ScriptedModelServer
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SIM_TARGET, SimulatedModels
+from skillopt_ci.train_report import summary_table
+from skillopt_ci.training import TrainRequest, run_training
 
-SIM_MODEL = "sim-triage-1"
+SIM_MODEL = SIM_TARGET
 BANNER = (
-    "SIMULATION - no real model is called. A scripted server on 127.0.0.1 plays the target model:\n"
-    "it follows only the rules written in the skill, so the score shows which rules the skill has."
+    "SIMULATION - no real model is called. A scripted server on 127.0.0.1 plays both models:\n"
+    "- the target follows only the rules written in the skill, so the score shows which rules it has;\n"
+    "- the optimizer proposes rules from the scorer's feedback, and sometimes a bad one for the gate to catch."
 )
 
 
 def demo_config(base_url: str, runs_dir: Path) -> Config:
-    target = ModelSpec.from_dict(
-        "target",
-        {"provider": "openai-compatible", "model": SIM_MODEL, "base_url": base_url, "params": {"temperature": 0}},
-    )
+    def model(role: str, name: str) -> ModelSpec:
+        return ModelSpec.from_dict(
+            role, {"provider": "openai-compatible", "model": name, "base_url": base_url, "params": {"temperature": 0}}
+        )
+
+    free = MappingProxyType({"input": 0.0, "output": 0.0})
     return Config(
         root=runs_dir,
         file="(demo)",
-        models=MappingProxyType({"target": target}),
+        models=MappingProxyType({"target": model("target", SIM_TARGET), "optimizer": model("optimizer", SIM_OPTIMIZER)}),
+        skills=(SkillEntry("ticket-triage", example_path("skills/ticket-triage/SKILL.md"),
+                           example_path("eval_suites/ticket-triage")),),
         concurrency=8,
         cache=CacheSettings(mode="off", path=runs_dir / "cache.sqlite"),
         runs_dir=runs_dir,
-        pricing=MappingProxyType({SIM_MODEL: MappingProxyType({"input": 0.0, "output": 0.0})}),
+        pricing=MappingProxyType({SIM_TARGET: free, SIM_OPTIMIZER: free}),
+        train=TrainPolicy(epochs=3, batch_size=6),
     )
 
 
@@ -48,7 +56,7 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> None:
     echo("")
     with tempfile.TemporaryDirectory(prefix="skillopt-demo-") as tmp:
         runs = out or Path(tmp)
-        with ScriptedModelServer(TriagePolicy()) as server:
+        with ScriptedModelServer(SimulatedModels()) as server:
             config = demo_config(server.openai_base_url, runs)
             summaries = []
             for split in ("val", "test"):
@@ -60,9 +68,20 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> None:
                     fresh=True,
                 )
                 summaries.append(run_eval(config, request, show_progress=False).summary)
-        echo(score_table(summaries))
+            echo("1. Evaluate the bundled skill (skillopt-ci eval):")
+            echo("")
+            echo(score_table(summaries))
+            echo("")
+            echo("2. Train it (skillopt-ci train): each step proposes edits; only those that beat the")
+            echo("   current skill on validation are kept.")
+            echo("")
+            outcome = run_training(config, TrainRequest(skill="ticket-triage", out=runs / "train-ticket-triage", fresh=True),
+                                   log=lambda line: echo(f"   {line}"), session_options={"show_progress": False})
+            echo("")
+            echo(summary_table(outcome.summary))
         echo("")
-        echo(f"{server.call_count} calls to the simulated model through the real OpenAI SDK.")
+        echo(f"{server.call_count} calls to the simulated models, all through the real OpenAI SDK.")
         if out:
             echo(f"Run directories: {out}")
-        echo("Against a real provider: skillopt-ci init && OPENAI_API_KEY=… skillopt-ci eval ticket-triage")
+        echo("Against real providers: skillopt-ci init, export OPENAI_API_KEY=…, then skillopt-ci eval ticket-triage")
+        echo("(and, with models.optimizer set in skillopt.yml, skillopt-ci train --skill ticket-triage).")

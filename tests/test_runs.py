@@ -162,9 +162,14 @@ def test_anthropic_target_end_to_end(tmp_path):
 def test_demo_runs_offline():
     proc = subprocess.run([PY, "-m", "skillopt_ci", "demo"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("SIMULATION")
-    assert "ticket-triage  val" in proc.stdout and "0.458" in proc.stdout
-    assert "24 calls to the simulated model" in proc.stdout
+    out = proc.stdout
+    assert out.startswith("SIMULATION")
+    assert "ticket-triage  val" in out and "0.458" in out
+    assert ": accepted — validation" in out and ": rejected — validation does not beat" in out
+    val = next(line for line in out.splitlines() if line.startswith("val "))
+    current, trained = (float(x) for x in val.split()[1:3])
+    assert current == 0.458 and trained > current and val.rstrip().endswith("improved")
+    assert "calls to the simulated models, all through the real OpenAI SDK" in out
 
 
 def test_help_does_not_import_the_sdks():
