@@ -166,6 +166,26 @@ def run_section(summary: TrainingSummary, run_url: str | None, artifact_hint: st
     return lines
 
 
+def validation_chart(summary: TrainingSummary, max_points: int = 60) -> str:
+    """A Mermaid line chart GitHub renders: the incumbent's validation score after each step.
+    Step ids are ours (``e0-s03``), scores are numbers: nothing untrusted goes in."""
+    points = [p for p in summary.points if p.incumbent is not None][-max_points:]
+    if len(points) < 2:
+        return ""
+    names = ", ".join(f'"{p.step}"' for p in points)
+    values = ", ".join(f"{p.incumbent:.3f}" for p in points)
+    return "\n".join([
+        "### Validation score per step", "",
+        "```mermaid",
+        "xychart-beta",
+        '    title "Validation score of the current best skill"',
+        f"    x-axis [{names}]",
+        '    y-axis "score" 0 --> 1',
+        f"    line [{values}]",
+        "```",
+    ])
+
+
 FOOTER = ("_Opened by skillopt-ci. It is never merged automatically: review the diff and merge it "
           "yourself, or close it. Pull requests opened with the Actions token do not trigger "
           f"workflows, so the scores are posted as the check run `{CHECK_NAME}` on this commit._")
@@ -179,7 +199,8 @@ def render_training_pr(summary: TrainingSummary, *, current_text: str, trained_t
     artifact `skillopt-run` for the full run directory"."""
     name = skill_name(summary)
     path = str(summary.skill.get("path") or "SKILL.md")
-    head = "\n".join([marker(name), headline(summary), "", score_table(summary)])
+    chart = validation_chart(summary)
+    head = "\n".join([marker(name), headline(summary), "", score_table(summary), *(["", chart] if chart else [])])
     tail = "\n".join(["", *run_section(summary, run_url, artifact_hint), "", "---", FOOTER, ""])
     budget = limit - len(head) - len(tail) - len(TRUNCATED) - 8
     cut = False

@@ -83,6 +83,8 @@ class TrainState:
     epochs: list[dict[str, Any]] = field(default_factory=list)
     spent: Spend = field(default_factory=Spend)
     stopped: str | None = None
+    steps_per_epoch: int = 0
+    epochs_planned: int = 0
 
     def version(self, number: int) -> Version:
         return self.versions[number]

@@ -215,6 +215,8 @@ class Trainer:
         """Advance ``state`` to the end (or to a budget), checkpointing after every stage."""
         self._spent_before = state.spent
         self._started = self.clock()
+        state.steps_per_epoch = self.steps_per_epoch
+        state.epochs_planned = self.policy.epochs
         try:
             while state.phase != "done":
                 reason = self.budget_reason()

@@ -19,7 +19,7 @@ from skillopt_ci.github.training_pr import (
 )
 from skillopt_ci.testing.github import FakeGitHub
 from skillopt_ci.train_pr_body import BODY_LIMIT, render_training_check, render_training_pr
-from skillopt_ci.train_records import AcceptedEdit, SplitComparison, TrainingSummary
+from skillopt_ci.train_records import AcceptedEdit, SplitComparison, StepPoint, TrainingSummary
 
 SKILL = "skills/ticket-triage/SKILL.md"
 BRANCH = "skillopt/train/ticket-triage"
@@ -334,3 +334,14 @@ def test_rendered_body_reaches_the_pull_request(fake: FakeGitHub, publisher: Pub
     result = propose(publisher, title=title, body=body, check_title=check_title, check_summary=check_summary)
     assert fake.pulls[result.number]["body"] == body and fake.pulls[result.number]["title"] == title
     assert fake.check_runs_for(result.head_sha)[0]["output"]["summary"] == check_summary
+
+
+def test_body_carries_a_validation_chart_github_renders() -> None:
+    points = (StepPoint("baseline", 0.458, 0.458, "baseline"), StepPoint("e0-s00", 0.625, 0.625, "accepted"),
+              StepPoint("e0-s01", None, 0.625, "rejected"), StepPoint("e0-s02", None, 0.625, "skipped"))
+    s = summary(accepted(), points=points)
+    _, body = render_training_pr(s, current_text=CURRENT, trained_text=TRAINED, run_url=None)
+    chart = body.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert chart.startswith("xychart-beta\n")
+    assert 'x-axis ["baseline", "e0-s00", "e0-s01", "e0-s02"]' in chart
+    assert "line [0.458, 0.625, 0.625, 0.625]" in chart

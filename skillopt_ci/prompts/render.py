@@ -16,11 +16,15 @@ PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 _LEADING_COMMENT = re.compile(r"\A\s*<!--.*?-->\s*", re.DOTALL)
 
 
+def strip_leading_comment(template: str) -> str:
+    """A template without the HTML comment that documents it, if it starts with one."""
+    return _LEADING_COMMENT.sub("", template, count=1)
+
+
 @cache
 def load_template(name: str) -> str:
     """The template ``name`` (e.g. ``"reflect_failures.md"``) without its leading comment."""
-    text = (files("skillopt_ci") / "prompts" / name).read_text(encoding="utf-8")
-    return _LEADING_COMMENT.sub("", text, count=1)
+    return strip_leading_comment((files("skillopt_ci") / "prompts" / name).read_text(encoding="utf-8"))
 
 
 def placeholders(template: str) -> set[str]:

@@ -15,17 +15,15 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from importlib.resources import files
 from typing import Any
 
 from skillopt_ci.errors import InputError, ScoringError
 from skillopt_ci.models.base import Message, ModelCaller, Usage
+from skillopt_ci.prompts.render import load_template, placeholders, render, strip_leading_comment
 from skillopt_ci.scorers.base import Score, Scorer, clip, quote
 from skillopt_ci.task import Task
 
 PLACEHOLDERS = ("rubric", "input", "reference", "output")
-_PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
-_COMMENT = re.compile(r"\A\s*<!--.*?-->\s*", re.DOTALL)
 _SCORE_LINE = re.compile(
     r"^[\s>#*_-]*score[\s*_]*[:=][\s*_]*(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+))(?P<rest>[^\n]*)$",
     re.IGNORECASE | re.MULTILINE,
@@ -41,7 +39,7 @@ _PASS_FAIL = re.compile(
 
 
 def default_template() -> str:
-    return (files("skillopt_ci") / "prompts" / "judge.md").read_text(encoding="utf-8")
+    return load_template("judge.md")
 
 
 def fence(text: str) -> str:
@@ -143,8 +141,8 @@ class Judge(Scorer):
                 raise self.error(f"cannot read template: {exc.strerror}", where=where) from exc
         else:
             template = o.template if o.template is not None else default_template()
-        template = _COMMENT.sub("", template)
-        used = set(_PLACEHOLDER.findall(template))
+        template = strip_leading_comment(template)
+        used = placeholders(template)
         if unknown := used - set(PLACEHOLDERS):
             raise self.error(
                 f"unknown template placeholder(s) {sorted(unknown)}; allowed: {list(PLACEHOLDERS)}",
@@ -167,7 +165,7 @@ class Judge(Scorer):
             "reference": reference,
             "output": fence(output),
         }
-        return _PLACEHOLDER.sub(lambda m: values[m[1]], self.template)
+        return render(self.template, values)
 
     def score(self, output: str, task: Task) -> Score:
         raise self._no_model()
