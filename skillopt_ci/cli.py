@@ -308,6 +308,49 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
 
 
 @cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--html", "html_file", type=click.Path(path_type=Path), required=True,
+              help="Where to write the self-contained HTML report.")
+def report(run_dir: Path, html_file: Path) -> None:
+    """Write one self-contained HTML report (no network requests) for an eval, gate or training run."""
+    from skillopt_ci.viewer.report import write_html_report
+
+    size = write_html_report(run_dir, html_file)
+    click.echo(f"wrote {display_path(html_file)} ({size / 1024:.0f} KiB)")
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False), required=False)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind (keep 127.0.0.1 unless you mean it).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port (0: any free one).")
+@click.pass_obj
+def view(state: State, directory: Path | None, host: str, port: int) -> None:
+    """Browse the runs under DIRECTORY (default: runs_dir of skillopt.yml, else .skillopt/runs) in a browser;
+    runs in progress update themselves. Ctrl-C stops."""
+    import threading
+
+    from skillopt_ci.config import find_config, load_config
+    from skillopt_ci.viewer.server import ViewerServer
+
+    if directory is None:
+        path = state.config_path or find_config()
+        directory = load_config(path).runs_dir if path else Path(".skillopt/runs")
+    if not directory.is_dir():
+        raise InputError("no such directory", where=str(directory), hint="run an eval, gate or train first, or pass DIRECTORY")
+    try:
+        server = ViewerServer(directory, host=host, port=port).start()
+    except OSError as exc:
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="pass --port 0 for any free port") from None
+    click.echo(f"skillopt-ci viewer on {server.url}/ for {display_path(directory)} (Ctrl-C to stop)", err=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        click.echo("stopping the viewer", err=True)
+    finally:
+        server.stop()
+
+
+@cli.command()
 def action() -> None:
     """Run as the GitHub Action (reads GITHUB_* and SKILLOPT_* variables; see action.yml)."""
     import os

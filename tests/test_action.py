@@ -366,3 +366,11 @@ def test_provider_down_updates_the_comment_and_exits_3(tmp_path, fake):
     assert "💥 could not run" in comment["body"] and "aborted after" in comment["body"]
     assert "could not run" in pr.summary
     assert pr.outputs()["verdict"] == "error"
+
+
+def test_run_directory_with_html_report_is_handed_to_the_upload_step(regressing):
+    assert regressing.run().code == 1
+    [run_dir] = regressing.outputs()["run-dirs"].splitlines()
+    html = (Path(run_dir) / "report.html").read_text()
+    assert html.lower().startswith("<!doctype html>") and "Content-Security-Policy" in html
+    assert (Path(run_dir) / "gate.json").is_file()

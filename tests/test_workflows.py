@@ -74,11 +74,18 @@ def test_every_input_reaches_the_program_through_env():
     run = next(s for s in steps() if s.get("id") == "run")
     settings = (REPO / "skillopt_ci/github/settings.py").read_text()
     for name in ACTION["inputs"]:
-        if name == "python-version":
+        if name in ("python-version", "artifact-name"):
             continue
         var = "SKILLOPT_" + name.upper().replace("-", "_")
         assert run["env"][var] == "${{ inputs." + name + " }}"
         assert f'"{var}"' in settings, f"settings.py never reads {var}"
+
+
+def test_run_directories_are_uploaded_as_an_artifact():
+    upload = next(s for s in steps() if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
+    assert upload["with"]["path"] == "${{ steps.run.outputs.run-dirs }}"
+    assert upload["with"]["include-hidden-files"] is True  # run directories live under .skillopt/
+    assert upload["if"].startswith("always()")
 
 
 def test_every_output_comes_from_the_run_step():

@@ -44,6 +44,7 @@ class Context:
     session_options: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     publish_errors: list[str] = field(default_factory=list)
+    run_dirs: list[Path] = field(default_factory=list)
 
     def summary(self, markdown: str) -> None:
         append_summary(self.settings.summary_file, markdown)
@@ -82,10 +83,29 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
         ctx.summary(f"## skillopt-ci: could not run\n\n{escape_inline(str(exc), 2000)}\n")
         ctx.outputs.setdefault("verdict", "error")
         code = exc.exit_code
+    write_reports(ctx)
     write_outputs(settings.output_file, ctx.outputs)
     if code == EXIT_OK and ctx.publish_errors:
         return EXIT_RUNTIME
     return code
+
+
+def write_reports(ctx: Context) -> None:
+    """An HTML report in every run directory this job produced, and the ``run-dirs`` output that
+    action.yml uploads as the workflow artifact. A report that cannot be written is a warning."""
+    from skillopt_ci.viewer.report import write_html_report
+
+    written = []
+    for run in dict.fromkeys(ctx.run_dirs):
+        if not run.is_dir():
+            continue
+        try:
+            write_html_report(run, run / "report.html")
+        except Exception as exc:  # the verdict stands even if a report cannot be drawn
+            command("warning", f"no HTML report for {run}: {exc}", stream=ctx.out)
+        written.append(str(run))
+    if written:
+        ctx.outputs["run-dirs"] = "\n".join(written)
 
 
 def _location(where: str | None) -> tuple[str | None, str | None]:
@@ -100,6 +120,16 @@ def _location(where: str | None) -> tuple[str | None, str | None]:
 def _config(ctx: Context) -> Config:
     path = ctx.settings.workspace / ctx.settings.config
     return load_config(path, display=ctx.settings.config)
+
+
+def selected_skills(config: Config, names: tuple[str, ...]) -> list[Any]:
+    """The configured skills named by the ``skills`` input (all when empty); unknown names are
+    an input error listing the configured ones."""
+    unknown = sorted(set(names) - {e.name for e in config.skills})
+    if unknown:
+        raise InputError(f"no configured skill named {', '.join(unknown)}",
+                         hint=f"configured: {', '.join(e.name for e in config.skills)}")
+    return [e for e in config.skills if not names or e.name in names]
 
 
 def missing_key(config: Config, roles: tuple[str, ...], env: Mapping[str, str] | None = None) -> str | None:
@@ -139,8 +169,7 @@ def gate_flow(ctx: Context) -> int:
     config = _config(ctx)
     git = Git(s.workspace)
     _, head_sha, _, changes = resolve_changes(config, git, pr.base_sha, pr.head_sha, s.skills)
-    roles = ("target", "judge") if "judge" in config.models else ("target",)
-    reason = missing_key(config, roles) if changes else None
+    reason = missing_key(config, ("target", "judge")) if changes else None
     if reason:
         return skip(ctx, "No model key", f"{reason}. Add the key as a repository secret and pass it to the "
                     "step's env; nothing was evaluated.")
@@ -152,6 +181,7 @@ def gate_flow(ctx: Context) -> int:
                        f"`{escape_inline(config.gate.split, 40)}` at `{head_sha[:7]}`. This comment is updated "
                        "when the results are in.\n"))
     out = config.runs_dir / f"gate-pr{pr.number}-{head_sha[:12]}"
+    ctx.run_dirs.append(out)
     command("group", "Evaluating changed skills", stream=ctx.out)
     try:
         with EvalSession(config, **ctx.session_options) as session:
@@ -204,11 +234,8 @@ def eval_flow(ctx: Context) -> int:
     """Scheduled or manual run: every configured skill (or the named ones), eval-only."""
     s = ctx.settings
     config = _config(ctx)
-    entries = [e for e in config.skills if not s.skills or e.name in s.skills]
-    unknown = sorted(set(s.skills) - {e.name for e in config.skills})
-    if unknown:
-        raise InputError(f"no configured skill named {', '.join(unknown)}")
-    reason = missing_key(config, ("target", "judge") if "judge" in config.models else ("target",))
+    entries = selected_skills(config, s.skills)
+    reason = missing_key(config, ("target", "judge"))
     if reason:
         return skip(ctx, "No model key", f"{reason}. Nothing was evaluated.")
     summaries = []
@@ -218,7 +245,9 @@ def eval_flow(ctx: Context) -> int:
             skill = load_skill(entry.path, display=entry.name)
             suite = load_suite(entry.suite, display=entry.name)
             plan = make_plan(skill, suite, config.gate.split, config.gate.repeats)
-            outcome = session.evaluate(plan, config.runs_dir / f"scheduled-{entry.name}-{skill.hash[:12]}")
+            out = config.runs_dir / f"scheduled-{entry.name}-{skill.hash[:12]}"
+            ctx.run_dirs.append(out)
+            outcome = session.evaluate(plan, out)
             summaries.append(outcome.summary)
             code, line = threshold_verdict(outcome.summary, config.gate.min_score)
             if code != EXIT_OK:
@@ -240,10 +269,7 @@ def train_flow(ctx: Context) -> int:
 
     s = ctx.settings
     config = _config(ctx)
-    entries = [e for e in config.skills if not s.skills or e.name in s.skills]
-    unknown = sorted(set(s.skills) - {e.name for e in config.skills})
-    if unknown:
-        raise InputError(f"no configured skill named {', '.join(unknown)}")
+    entries = selected_skills(config, s.skills)
     reason = missing_key(config, ("target", "optimizer", "judge"))
     if reason:
         return skip(ctx, "No model key", f"{reason}. Nothing was trained.")
@@ -258,6 +284,7 @@ def train_flow(ctx: Context) -> int:
                                    session_options=ctx.session_options)
         finally:
             command("endgroup", "", stream=ctx.out)
+        ctx.run_dirs.append(outcome.run_dir)
         summary = outcome.summary
         line = "improved" if summary.improved else "no improvement: no pull request"
         if summary.improved and publisher:
