@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -76,12 +77,10 @@ class Trainer:
 
     def __init__(self, config: Config, entry: SkillEntry, skill: Skill, suite: Suite, session: EvalSession,
                  run_dir: Path, *, policy: TrainPolicy, budgets: Budgets, log: Callable[[str], None] = print,
-                 clock: Callable[[], float] | None = None):
-        import time
-
+                 clock: Callable[[], float] = time.monotonic):
         self.config, self.entry, self.baseline, self.suite = config, entry, skill, suite
         self.session, self.dir, self.policy, self.budgets, self.log = session, run_dir, policy, budgets, log
-        self.clock = clock or time.monotonic
+        self.clock = clock
         self.caps = EditCaps(max_edit_chars=policy.max_edit_chars, max_skill_tokens=policy.max_skill_tokens)
         self.val_ids = [t.id for t in suite.tasks("val")]
         self.train_tasks = suite.tasks("train")
@@ -132,7 +131,7 @@ class Trainer:
         lines = "".join(_json_line(r) for r in state.history)
         write_atomic(self.dir / "history.jsonl", lines)
 
-    def skill_text(self, state: TrainState, number: int) -> str:
+    def skill_text(self, number: int) -> str:
         return (self.dir / "skills" / f"v{number:03d}.md").read_text(encoding="utf-8")
 
     def add_version(self, state: TrainState, text: str, step: str, val_mean: float | None, val_dir: str) -> Version:
@@ -249,7 +248,7 @@ class Trainer:
             return
         step_id = f"e{state.epoch}-s{state.step:02d}"
         batch = self.batches(state.epoch)[state.step]
-        incumbent_text = self.skill_text(state, state.incumbent)
+        incumbent_text = self.skill_text(state.incumbent)
         record: dict[str, Any] = {"step": step_id, "kind": "step", "epoch": state.epoch,
                                   "batch": [t.id for t in batch], "incumbent_version": state.incumbent}
         before = self.stage_spend()
@@ -341,8 +340,8 @@ class Trainer:
     def slow_update(self, state: TrainState) -> dict[str, Any]:
         """Previous-epoch skill vs current on the same train sample → a new durable block → gate."""
         step_id = f"e{state.epoch}-slow"
-        previous = self.skill_text(state, state.epoch_start)
-        current = self.skill_text(state, state.incumbent)
+        previous = self.skill_text(state.epoch_start)
+        current = self.skill_text(state.incumbent)
         sample = self.batches(state.epoch)[0]
         before = self.stage_spend()
         prev_run = self.evaluate(previous, "train", f"steps/{step_id}/previous", sample_offset=state.epoch, tasks=sample)
@@ -372,10 +371,10 @@ class Trainer:
 
     def do_test(self, state: TrainState) -> None:
         if "test" in self.suite.splits and self.suite.splits["test"]:
-            self.evaluate(self.skill_text(state, 0), "test", "versions/v000/test", label="baseline test")
+            self.evaluate(self.skill_text(0), "test", "versions/v000/test", label="baseline test")
             best = state.current.number
             if best != 0:
-                self.evaluate(self.skill_text(state, best), "test", f"versions/v{best:03d}/test", label="best test")
+                self.evaluate(self.skill_text(best), "test", f"versions/v{best:03d}/test", label="best test")
         state.phase = "done"
 
 

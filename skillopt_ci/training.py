@@ -150,6 +150,6 @@ def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], 
 
 def _write_outputs(trainer: Trainer, state: TrainState, run_dir: Path) -> None:
     summary = build_summary(trainer, state)
-    write_atomic(run_dir / "best_skill.md", trainer.skill_text(state, state.incumbent))
+    write_atomic(run_dir / "best_skill.md", trainer.skill_text(state.incumbent))
     write_json_atomic(run_dir / "summary.json", summary.to_dict())
     write_atomic(run_dir / "report.md", render_train_report(summary, state))
