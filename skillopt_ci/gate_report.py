@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skillopt_ci.gate import GateReport, SkillVerdict, TaskExample
+from skillopt_ci.gate import WORKTREE, GateReport, SkillVerdict, TaskExample
 from skillopt_ci.markdown import code_block, escape_inline
 from skillopt_ci.report import fmt_cost, fmt_score
 
@@ -95,7 +95,7 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
     head = [header] if header else []
     head.append(f"## skillopt-ci gate: {HEADLINES.get(report.verdict, report.verdict)}")
     head.append("")
-    compared = f"`{report.merge_base[:7]}` → `{report.head_sha[:7]}`" if report.head_ref != "WORKTREE" else \
+    compared = f"`{report.merge_base[:7]}` → `{report.head_sha[:7]}`" if report.head_ref != WORKTREE else \
         f"`{report.merge_base[:7]}` → working tree"
     repeats = f", {p.repeats} repeats" if p.repeats else ""
     shard = f", shard {report.shard}" if report.shard else ""

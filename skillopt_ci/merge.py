@@ -17,7 +17,7 @@ from typing import Any
 from skillopt_ci.errors import InputError
 from skillopt_ci.gate import GateReport, SkillVerdict, decide, new_skill_verdict
 from skillopt_ci.records import EvalSummary, TaskResult, summarize
-from skillopt_ci.rundir import MANIFEST, RunDir, write_json_atomic
+from skillopt_ci.rundir import MANIFEST, RunDir, run_kind, write_json_atomic
 
 IDENTITY = ("kind", "skill_hash", "suite_hash", "split", "repeats", "model")
 
@@ -32,11 +32,12 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def kind_of(directory: Path) -> str:
-    if (directory / "gate.json").is_file():
-        return "gate"
-    if (directory / MANIFEST).is_file():
-        return "eval"
-    raise InputError("not a run directory (no gate.json or run.json)", where=str(directory))
+    """``gate`` or ``eval``: the kinds of run a shard can be."""
+    kind = run_kind(directory)
+    if kind not in ("gate", "eval"):
+        raise InputError("not the run directory of an eval or gate shard (no gate.json, or run.json of an eval)",
+                         where=str(directory))
+    return kind
 
 
 def merge_eval_runs(dirs: Sequence[Path], out: Path) -> tuple[EvalSummary, list[TaskResult]]:

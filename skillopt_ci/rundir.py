@@ -28,6 +28,18 @@ MANIFEST = "run.json"
 RESULTS = "results.jsonl"
 
 
+def run_kind(directory: Path) -> str | None:
+    """``gate``, ``eval`` or ``train`` for a run directory; ``None`` for anything else."""
+    if (directory / "gate.json").is_file():
+        return "gate"
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    kind = manifest.get("kind") if isinstance(manifest, dict) else None
+    return kind if kind in ("eval", "train") else None
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)

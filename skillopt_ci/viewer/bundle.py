@@ -26,6 +26,7 @@ from typing import Any
 
 from skillopt_ci.errors import InputError
 from skillopt_ci.paths import display_path
+from skillopt_ci.rundir import run_kind
 
 BUNDLE_SCHEMA_VERSION = 1
 TEXT_CHARS = 4000
@@ -37,16 +38,6 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def kind_of(run: Path) -> str | None:
-    """``eval``, ``gate`` or ``train`` for a run directory; ``None`` for anything else."""
-    if (run / "gate.json").is_file():
-        return "gate"
-    manifest = _read_json(run / "run.json")
-    if isinstance(manifest, dict) and manifest.get("kind") in ("eval", "train"):
-        return manifest["kind"]
-    return None
 
 
 class _Builder:
@@ -108,7 +99,7 @@ class _Builder:
 
 def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
     """The bundle of the run directory ``run``. Raises :class:`InputError` if it is not one."""
-    kind = kind_of(run)
+    kind = run_kind(run)
     if kind is None:
         raise InputError("not a run directory (no gate.json, or run.json of an eval or training run)", where=str(run))
     b = _Builder(run, text_chars)
@@ -229,7 +220,7 @@ def find_runs(root: Path, *, max_depth: int = 3) -> Iterator[tuple[Path, str]]:
     found: list[tuple[float, Path, str]] = []
 
     def walk(folder: Path, depth: int) -> None:
-        kind = kind_of(folder)
+        kind = run_kind(folder)
         if kind is not None:
             marker = folder / ("gate.json" if kind == "gate" else "run.json")
             found.append((marker.stat().st_mtime, folder, kind))

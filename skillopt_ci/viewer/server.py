@@ -21,7 +21,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
-from skillopt_ci.viewer.bundle import build_bundle, find_runs, kind_of, train_in_progress
+from skillopt_ci.rundir import run_kind
+from skillopt_ci.viewer.bundle import build_bundle, find_runs, train_in_progress
 from skillopt_ci.viewer.html import LIVE_CSP, render_live_page
 
 _SECURITY_HEADERS = {
@@ -103,7 +104,7 @@ class ViewerServer(LoopbackService):
         candidate = (self.root / run_id).resolve()
         if candidate != self.root and self.root not in candidate.parents:
             return None
-        return candidate if candidate.is_dir() and kind_of(candidate) else None
+        return candidate if candidate.is_dir() and run_kind(candidate) else None
 
 
 def _read(path: Path) -> Any:
