@@ -118,6 +118,7 @@ class TrainPolicy:
     slow_update: bool = True
     meta_skill: bool = True
     early_stop: bool = True
+    credit_assignment: bool = True
     test_margin: float = 0.05
     seed: int = 0
     labels: tuple[str, ...] = ("skillopt", "automated")

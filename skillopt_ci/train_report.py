@@ -33,15 +33,23 @@ def _compare(trainer: Trainer, split: str, base_dir: str, best_dir: str, margin:
     return SplitComparison(split, c.base_mean, c.head_mean, c.delta, c.ci, c.verdict, c.n_paired)
 
 
+def kept_edits(record: dict[str, Any]) -> list[Edit]:
+    """The edits an accepted step added to the skill: those applied, less any that credit
+    assignment dropped."""
+    credit = record.get("credit") or {}
+    if credit.get("used") == "pruned":
+        return [Edit.from_dict(e) for e in credit["kept"]]
+    return [Edit.from_dict(o["edit"]) for o in record.get("applied", []) if o["status"] == "applied"]
+
+
 def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
     best = state.current
     val = _compare(trainer, "val", state.versions[0].val_dir, best.val_dir) or SplitComparison(
         "val", state.versions[0].val_mean, best.val_mean, None, None, "inconclusive", 0)
     test = _compare(trainer, "test", "versions/v000/test", f"versions/v{best.number:03d}/test",
                     trainer.policy.test_margin)
-    accepted = [AcceptedEdit(r["step"], Edit.from_dict(o["edit"]))
-                for r in state.history if r["decision"] == "accepted"
-                for o in r.get("applied", []) if o["status"] == "applied"]
+    accepted = [AcceptedEdit(r["step"], edit) for r in state.history if r["decision"] == "accepted"
+                for edit in kept_edits(r)]
     points = [StepPoint("baseline", state.versions[0].val_mean, state.versions[0].val_mean, "baseline")]
     points += [StepPoint(r["step"], r.get("candidate_val"), r.get("incumbent_val"), r["decision"]) for r in state.history]
     test_ok = test is None or test.delta is None or test.delta >= -trainer.policy.test_margin

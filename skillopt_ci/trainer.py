@@ -19,15 +19,17 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from skillopt_ci.compare import ComparePolicy, compare_results
 from skillopt_ci.config import Budgets, Config, SkillEntry, TrainPolicy
+from skillopt_ci.credit import CreditResult, attribute_credit, means
 from skillopt_ci.early_stop import accepts, cannot_win
 from skillopt_ci.edits import (
+    Edit,
     EditCaps,
     apply_edits,
     ensure_protected_block,
@@ -70,6 +72,7 @@ class Decision:
     delta: float | None = None
     ci: tuple[float, float] | None = None
     early_stopped: bool = False
+    results: tuple = ()  # the candidate's validation results (in memory only, for credit assignment)
 
 
 class Trainer:
@@ -199,7 +202,8 @@ class Trainer:
             return Decision(False, rejected, val, incumbent.val_mean, comparison.delta if val is not None else None,
                             comparison.ci if val is not None else None)
         reason = f"validation {comparison.head_mean:.3f} beats the incumbent's {comparison.base_mean:.3f}"
-        return Decision(True, reason, comparison.head_mean, incumbent.val_mean, comparison.delta, comparison.ci)
+        return Decision(True, reason, comparison.head_mean, incumbent.val_mean, comparison.delta, comparison.ci,
+                        results=tuple(outcome.results))
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -284,10 +288,41 @@ class Trainer:
         write_atomic(step_dir / "candidate.md", candidate_text)
         write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, candidate_text))
         decision = self.gate(state, candidate_text, step_id)
-        self.conclude(state, record, decision, candidate_text, [o.edit for o in outcomes if o.applied], step_id,
-                      before, after_rollout, after_reflect)
+        applied = [o.edit for o in outcomes if o.applied]
+        if decision.accepted and self.policy.credit_assignment and len(applied) > 1:
+            credit = self.attribute_credit(state, step_id, incumbent_text, applied, decision)
+            record["credit"] = credit.to_dict()
+            if credit.used == "pruned":
+                write_atomic(step_dir / "candidate.md", credit.text)
+                write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, credit.text))
+                removed = [Edit.from_dict(r["edit"]) for r in credit.removed]
+                state.buffer = OptimizerBuffer.from_dict(state.buffer).with_rejected(removed, credit.removed[0]["reason"]).to_dict()
+                state.epoch_log += [{"edit": e.to_dict(), "accepted": False, "reason": r["reason"]}
+                                    for e, r in zip(removed, credit.removed, strict=True)]
+                decision = replace(decision, candidate_val=credit.pruned_val,
+                                   reason=f"{decision.reason}; kept {len(credit.kept)} of {len(applied)} edits "
+                                          f"(validation {_fmt(credit.pruned_val)} without the others)")
+                candidate_text, applied = credit.text, credit.kept
+        self.conclude(state, record, decision, candidate_text, applied, step_id, before, after_rollout, after_reflect)
         state.buffer = OptimizerBuffer.from_dict(state.buffer).with_failures(failures).to_dict()
         state.step += 1
+
+    def attribute_credit(self, state: TrainState, step_id: str, incumbent_text: str, edits: list[Edit],
+                         decision: Decision) -> CreditResult:
+        """Leave-one-edit-out on the tasks the accepted step changed (see :mod:`credit`)."""
+        base = self.val_results(state.current)
+
+        def score_tasks(text: str, task_ids: Sequence[str], label: str) -> dict[str, float]:
+            wanted = set(task_ids)
+            tasks = tuple(t for t in self.suite.tasks("val") if t.id in wanted)
+            run = self.evaluate(text, "val", f"steps/{step_id}/credit/{label}", tasks=tasks, label=f"{step_id} {label}")
+            return means(run.results, task_ids)
+
+        def score_all(text: str, label: str) -> list[TaskResult]:
+            return self.evaluate(text, "val", f"steps/{step_id}/credit/{label}", label=f"{step_id} {label}").results
+
+        return attribute_credit(incumbent_text, edits, base, list(decision.results), self.val_ids, self.caps,
+                                score_tasks=score_tasks, score_all=score_all)
 
     def conclude(self, state: TrainState, record: dict[str, Any], decision: Decision, candidate_text: str,
                  edits: list, step_id: str, *spends: dict[str, Any]) -> None:

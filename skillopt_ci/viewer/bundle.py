@@ -166,6 +166,10 @@ def _train(b: _Builder, run: Path) -> dict[str, Any]:
                               skill_key=key if part == "val" else incumbent, step=step)
             if ev:
                 evaluations.append(ev)
+        for trial in sorted((run / "steps" / step / "credit").glob("*")):  # credit assignment's trials
+            ev = b.evaluation(trial, f"steps/{step}/credit/{trial.name}", f"{step} credit: {trial.name}", step=step)
+            if ev:
+                evaluations.append(ev)
     for test_dir in sorted((run / "versions").glob("v*/test")):
         ev = b.evaluation(test_dir, f"versions/{test_dir.parent.name}/test", f"{test_dir.parent.name} on test",
                           skill_key=test_dir.parent.name, step="test")

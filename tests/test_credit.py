@@ -1,0 +1,124 @@
+"""Credit assignment: an accepted step keeps only the edits that pull their weight."""
+
+from __future__ import annotations
+
+import json
+
+from test_train import SKILL, train_project
+
+from conftest import run_cli
+from skillopt_ci.credit import attribute_credit, changed_tasks
+from skillopt_ci.edits import Edit, EditCaps
+from skillopt_ci.records import TaskResult
+from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing.sim_models import SIM_OPTIMIZER
+from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.train_state import TrainState
+
+BASE = "# Skill\n\n- rule one\n"
+GOOD = Edit("append", "- good rule")
+ALSO_GOOD = Edit("append", "- also good")
+USELESS = Edit("append", "- useless rule")
+
+
+def results(scores: dict[str, float]) -> list[TaskResult]:
+    return [TaskResult(t, 0, "p", "o", s, s >= 1) for t, s in scores.items()]
+
+
+def scorer(table):
+    """score(text) by which rules the text holds: ``table`` maps a frozenset of rules to scores."""
+    def score_for(text: str) -> dict[str, float]:
+        present = frozenset(rule for rule in ("good rule", "also good", "useless rule") if rule in text)
+        return table[present]
+
+    calls = []
+
+    def score_tasks(text, task_ids, label):
+        calls.append(label)
+        full = score_for(text)
+        return {t: full[t] for t in task_ids}
+
+    def score_all(text, label):
+        calls.append(label)
+        return results(score_for(text))
+
+    return score_tasks, score_all, calls
+
+
+IDS = ["a", "b", "c"]
+INCUMBENT = {"a": 0.0, "b": 0.0, "c": 1.0}
+
+
+def test_a_useless_edit_is_dropped():
+    table = {frozenset({"good rule", "useless rule"}): {"a": 1.0, "b": 0.0, "c": 1.0},
+             frozenset({"good rule"}): {"a": 1.0, "b": 0.0, "c": 1.0}}
+    score_tasks, score_all, calls = scorer(table)
+    result = attribute_credit(BASE, [GOOD, USELESS], results(INCUMBENT), results({"a": 1.0, "b": 0.0, "c": 1.0}),
+                              IDS, EditCaps(), score_tasks=score_tasks, score_all=score_all)
+    assert result.used == "pruned" and result.kept == [GOOD]
+    assert "useless rule" not in result.text and "good rule" in result.text
+    assert result.tasks == ["a"] and calls == ["without-1", "pruned"]
+
+
+def test_of_two_edits_fixing_the_same_task_one_is_kept():
+    both = {"a": 1.0, "b": 0.0, "c": 1.0}
+    table = {frozenset({"good rule", "also good"}): both, frozenset({"good rule"}): both,
+             frozenset({"also good"}): both, frozenset(): INCUMBENT}
+    score_tasks, score_all, _ = scorer(table)
+    result = attribute_credit(BASE, [GOOD, ALSO_GOOD], results(INCUMBENT), results(both), IDS, EditCaps(),
+                              score_tasks=score_tasks, score_all=score_all)
+    assert result.used == "pruned" and result.kept == [GOOD]
+
+
+def test_the_candidate_stands_when_the_smaller_skill_does_worse_overall():
+    # Leaving "useless" out keeps task a, but it silently held task c: the full check catches it.
+    full = {"a": 1.0, "b": 0.0, "c": 1.0}
+    table = {frozenset({"good rule", "useless rule"}): full,
+             frozenset({"good rule"}): {"a": 1.0, "b": 0.0, "c": 0.0}}
+    score_tasks, score_all, _ = scorer(table)
+    result = attribute_credit(BASE, [GOOD, USELESS], results(INCUMBENT), results(full), IDS, EditCaps(),
+                              score_tasks=score_tasks, score_all=score_all)
+    assert result.used == "full" and result.kept == [GOOD, USELESS] and result.pruned_val is not None
+
+
+def test_a_single_edit_is_not_examined():
+    score_tasks, score_all, calls = scorer({})
+    result = attribute_credit(BASE, [GOOD], results(INCUMBENT), results(INCUMBENT), IDS, EditCaps(),
+                              score_tasks=score_tasks, score_all=score_all)
+    assert result.kept == [GOOD] and calls == []
+
+
+def test_changed_tasks_in_suite_order():
+    assert changed_tasks(results({"a": 0, "b": 1, "c": 0.5}), results({"a": 1, "b": 1, "c": 0}), IDS) == ["a", "c"]
+
+
+BUG_RULE = '- If the ticket mentions "crash", "error", "broken" or "freezes", the category is bug.'
+
+
+def two_edits(request):
+    """An optimizer that always proposes one rule that helps and one the target ignores."""
+    if request.model != SIM_OPTIMIZER:
+        return TriagePolicy()(request)
+    edits = [{"op": "replace", "anchor": '- If the ticket mentions "crash" or "error", the category is bug.',
+              "text": BUG_RULE, "rationale": "freezes and broken tickets are bugs"},
+             {"op": "append", "text": "- Always greet the customer warmly.", "rationale": "tone"}]
+    if BUG_RULE in request.last_user:
+        edits = []
+    return json.dumps({"analysis": "fixed plan", "edits": edits})
+
+
+def test_training_keeps_only_the_edit_that_helps(tmp_path):
+    with ScriptedModelServer(two_edits) as server:
+        project = train_project(tmp_path / "p", server.openai_base_url, train={"epochs": 1, "slow_update": False})
+        res = run_cli("train", "--skill", "ticket-triage", "--out", str(tmp_path / "run"), "--quiet", cwd=project)
+        assert res.code == 0, res.err
+    state = TrainState.load(tmp_path / "run")
+    accepted = next(r for r in state.history if r["decision"] == "accepted")
+    assert accepted["credit"]["used"] == "pruned"
+    assert [r["edit"]["text"] for r in accepted["credit"]["removed"]] == ["- Always greet the customer warmly."]
+    best = (tmp_path / "run/best_skill.md").read_text()
+    assert BUG_RULE in best and "greet the customer" not in best
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    assert [e["edit"]["text"] for e in summary["accepted_edits"]] == [BUG_RULE]
+    assert "kept 1 of 2 edits" in accepted["reason"]
+    assert (project / SKILL).read_text() != best
