@@ -1,5 +1,6 @@
 """Early rejection on the demo training: target-model calls spent on validation with early
 stopping vs a full pass per candidate. The decisions must be the same; the ratio is the saving.
+Credit assignment is off here, so that validation calls are those of candidates only.
 
 Run: python bench/bench_train.py [--epochs 3] [--concurrency 8]
 """
@@ -26,7 +27,8 @@ def train_once(early_stop: bool, epochs: int, concurrency: int) -> tuple[list, i
     with tempfile.TemporaryDirectory() as tmp, ScriptedModelServer(SimulatedModels()) as server:
         config = demo_config(server.openai_base_url, Path(tmp))
         config = dataclasses.replace(config, concurrency=concurrency,
-                                     train=dataclasses.replace(config.train, epochs=epochs, early_stop=early_stop))
+                                     train=dataclasses.replace(config.train, epochs=epochs, early_stop=early_stop,
+                                                                 credit_assignment=False))
         started = time.perf_counter()
         run_training(config, TrainRequest(skill="ticket-triage", out=Path(tmp) / "run"), log=lambda line: None,
                      session_options={"show_progress": False})
