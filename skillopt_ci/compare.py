@@ -59,6 +59,12 @@ class ComparePolicy:
         if self.resamples < 1:
             raise ValueError(f"resamples must be >= 1, got {self.resamples!r}")
 
+    @classmethod
+    def from_gate(cls, gate: Any, margin: float | None = None) -> ComparePolicy:
+        """The comparison a ``gate:`` policy asks for (``margin`` overrides the gate's)."""
+        return cls(confidence=gate.confidence, margin=gate.margin if margin is None else margin,
+                   min_coverage=gate.min_coverage, resamples=gate.resamples, seed=gate.seed)
+
 
 @dataclass(frozen=True)
 class TaskDelta:

@@ -7,13 +7,13 @@ config; keys come from environment variables (see :mod:`skillopt_ci.models.regis
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from skillopt_ci.errors import InputError
-from skillopt_ci.yamlfile import Problem, YamlDoc, load_yaml, parse_yaml, schema_problems
+from skillopt_ci.yamlfile import Problem, YamlDoc, load_yaml, schema_problems
 
 CONFIG_NAME = "skillopt.yml"
 ROLES = ("target", "optimizer", "judge")
@@ -160,9 +160,6 @@ class Config:
                 return entry
         return None
 
-    def with_overrides(self, **changes: Any) -> Config:
-        return replace(self, **changes)
-
 
 def find_config(start: Path | None = None) -> Path | None:
     """``skillopt.yml`` in ``start`` (default: the working directory) or its nearest ancestor."""
@@ -189,14 +186,6 @@ def check_config(path: Path, display: str | None = None) -> tuple[Config | None,
     """Validate a config file and return it with every problem found (empty when valid)."""
     doc = load_yaml(path, display or str(path))
     return config_from_doc(doc, path.resolve().parent)
-
-
-def parse_config(text: str, root: Path, file: str = CONFIG_NAME) -> Config:
-    config, problems = config_from_doc(parse_yaml(text, file), root)
-    if problems:
-        raise problems[0].to_error()
-    assert config is not None
-    return config
 
 
 def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Problem]]:

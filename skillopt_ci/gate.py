@@ -297,8 +297,7 @@ def decide(change: SkillChange, base_results: Sequence[TaskResult], head_results
     """The verdict for one skill from both sides' results. Pure."""
     comparison = compare_results(
         base_results, head_results, task_ids,
-        ComparePolicy(confidence=policy.confidence, margin=policy.margin, min_coverage=policy.min_coverage,
-                      resamples=policy.resamples, seed=policy.seed),
+        ComparePolicy.from_gate(policy),
     )
     failed = comparison.verdict in policy.fail_on
     reason = comparison.reason

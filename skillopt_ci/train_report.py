@@ -26,10 +26,8 @@ def _compare(trainer: Trainer, split: str, base_dir: str, best_dir: str, margin:
     if not (base_run / "results.jsonl").exists() or not (best_run / "results.jsonl").exists():
         return None
     ids = [t.id for t in trainer.suite.tasks(split)]
-    p = trainer.config.gate
     c = compare_results(RunDir(base_run).load_results(), RunDir(best_run).load_results(), ids,
-                        ComparePolicy(confidence=p.confidence, margin=margin, min_coverage=p.min_coverage,
-                                      resamples=p.resamples, seed=p.seed))
+                        ComparePolicy.from_gate(trainer.config.gate, margin))
     return SplitComparison(split, c.base_mean, c.head_mean, c.delta, c.ci, c.verdict, c.n_paired)
 
 

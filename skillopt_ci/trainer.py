@@ -89,9 +89,7 @@ class Trainer:
         self.train_tasks = suite.tasks("train")
         self.repeats = policy.repeats or suite.repeats
         self.steps_per_epoch = math.ceil(len(self.train_tasks) / policy.batch_size)
-        self.compare_policy = ComparePolicy(confidence=config.gate.confidence, margin=0.0,
-                                            min_coverage=config.gate.min_coverage,
-                                            resamples=config.gate.resamples, seed=config.gate.seed)
+        self.compare_policy = ComparePolicy.from_gate(config.gate, margin=0.0)
         self._started = self.clock()
         self._spent_before = Spend()
 
