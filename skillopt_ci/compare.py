@@ -4,19 +4,28 @@ Repeats are averaged per task and side; a task is *paired* when both sides have 
 valid (non-errored) repeat, and only paired tasks enter any statistic. Errored rollouts are
 missing data: they lower ``coverage``, never a score.
 
-The decision is a seeded paired-bootstrap percentile interval of the mean per-task delta
-(head − base), resampling tasks with replacement, *expanded* for small samples (its tails are
-chosen so that its normal-theory width matches a t-interval: see :func:`expanded_tail`):
+The decision needs two things to agree. The first is a seeded paired-bootstrap percentile
+interval of the mean per-task delta (head − base), resampling tasks with replacement, *expanded*
+for small samples (see :func:`expanded_tail`); it carries the margin. The second is the exact
+paired sign-flip test of "no change" (:func:`skillopt_ci.stats.signflip_test`: exact at every
+suite size, and with pass/fail scores and one repeat it is the exact sign/McNemar test). The
+percentile interval alone is too narrow when few tasks are discordant (4 down and 0 up lay below
+0, where the exact test gives p = 0.125); the exact test keeps the false-failure rate of an A/A
+comparison at or below its nominal (1 - confidence) / 2 at every size:
 
-- ``regressed`` iff the interval's upper bound is below ``-margin``;
-- ``improved`` iff its lower bound is above 0;
+- ``regressed`` iff the interval's upper bound is below ``-margin`` *and* the exact test rejects
+  "no change" at ``1 - confidence`` (two-sided) with the mean delta below 0;
+- ``improved`` iff the interval's lower bound is above 0 *and* the exact test rejects, mean above 0;
 - ``unchanged`` otherwise;
 - ``inconclusive`` when fewer than ``min_coverage`` of the tasks, or fewer than two, are paired.
 
-The exact sign test on the deltas and the exact McNemar test on per-task pass/fail are reported
-beside it but do not decide (``tests/test_gate_statistics.py``, ``bench/bench_gate_stats.py``:
-the interval alone keeps false failures of an A/A comparison near 3% and catches a 15-point drop
-on 60 tasks × 3 repeats about 85% of the time).
+Every comparison with 0 or the margin goes through :func:`skillopt_ci.stats.below` / ``above``
+(one tolerance), so rounding dust such as a bound of -4.6e-18 never decides a verdict. The exact
+sign test on the deltas and the exact McNemar test on per-task pass/fail are reported beside it
+(``tests/test_gate_statistics.py``, ``bench/bench_gate_stats.py`` show the rates). Each comparison
+also states ``detectable_drop``: the true drop this gate would catch with 80% probability, from
+the paired tasks, the repeats and the observed spread of the deltas
+(:func:`skillopt_ci.stats.detectable_drop`).
 
 Everything here is pure and deterministic: the same inputs and seed give the same comparison,
 whatever the order of the result lists (tasks are visited in ``task_ids`` order).
@@ -29,14 +38,15 @@ import random
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from statistics import NormalDist, fmean
+from statistics import NormalDist, fmean, stdev
 from typing import Any
 
 from skillopt_ci.records import TaskResult, task_scores
-from skillopt_ci.stats import t_quantile
+from skillopt_ci.stats import TOLERANCE, above, below, detectable_drop, signflip_test, t_quantile
 
 COMPARISON_SCHEMA_VERSION = 1
-EPSILON = 1e-9  # deltas closer to 0 than this count as unchanged (averaging leaves rounding dust)
+EPSILON = TOLERANCE  # deltas closer to 0 than this count as unchanged (averaging leaves rounding dust)
+POWER = 0.8  # the detection probability ``detectable_drop`` is stated at
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,10 @@ class Comparison:
     margin: float = 0.0
     base_errors: int = 0
     head_errors: int = 0
+    p_exact: float | None = None
+    detectable_drop: float | None = None
+    detectable_drop_basis: str | None = None  # "observed spread" | "worst case"
+    repeats: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -186,6 +200,7 @@ class _Side:
     mean: float | None = None
     pass_rate: float | None = None
     flaky: bool = False
+    n_valid: int = 0
 
 
 def _side(results: Sequence[TaskResult], task_ids: Sequence[str]) -> tuple[list[_Side], int]:
@@ -195,12 +210,42 @@ def _side(results: Sequence[TaskResult], task_ids: Sequence[str]) -> tuple[list[
         if r.ok:
             outcomes[r.task_id].add(bool(r.passed))
     scores = task_scores(results, task_ids)
-    sides = [_Side(s.mean, s.pass_rate, len(outcomes.get(s.task_id, ())) > 1) for s in scores]
+    sides = [_Side(s.mean, s.pass_rate, len(outcomes.get(s.task_id, ())) > 1, s.n_valid) for s in scores]
     return sides, sum(s.n_errors for s in scores)
 
 
 def _pct(x: float) -> str:
     return f"{x * 100:.3g}%"
+
+
+def decide_verdict(ci: tuple[float, float], p_exact: float, delta: float, counts: tuple[int, int, int],
+                   policy: ComparePolicy) -> tuple[str, str]:
+    """(verdict, reason) from the interval, the exact test's p-value and the mean delta. Pure.
+
+    ``counts`` is (tasks up, tasks down, paired tasks), for the reason. Both the interval and the exact test
+    must agree before a change is called (see the module docstring); every comparison with 0 or
+    the margin uses the one tolerance of :func:`below` / :func:`above`.
+    """
+    n_up, n_down, n_paired = counts
+    shown = f"{_pct(policy.confidence)} CI of Δ [{ci[0]:+.3f}, {ci[1]:+.3f}]"
+    exact = f"exact paired test p = {p_exact:.3g}"
+    significant = p_exact < 1.0 - policy.confidence
+    if not below(ci[0], 0.0) and not above(ci[1], 0.0):  # the interval is the point 0
+        return "unchanged", f"every one of the {n_paired} paired tasks scored the same on both sides"
+    if below(ci[1], -policy.margin):
+        bound = f"the tolerated drop of {policy.margin:.3f}" if policy.margin else "0"
+        if significant and below(delta, 0.0):
+            return "regressed", f"{shown} lies entirely below {bound}: the head is worse ({exact})"
+        return "unchanged", (f"{shown} lies below {bound}, but with {n_down} tasks down and {n_up} up the "
+                             f"{exact}: not a significant change")
+    if above(ci[0], 0.0):
+        if significant and above(delta, 0.0):
+            return "improved", f"{shown} lies entirely above 0: the head is better ({exact})"
+        return "unchanged", (f"{shown} lies above 0, but with {n_up} tasks up and {n_down} down the "
+                             f"{exact}: not a significant change")
+    if below(ci[1], 0.0):
+        return "unchanged", f"{shown} lies below 0 but not below {-policy.margin:+.3f}, the tolerated drop"
+    return "unchanged", f"{shown} includes 0: no significant change"
 
 
 def compare_results(base: Sequence[TaskResult], head: Sequence[TaskResult], task_ids: Sequence[str],
@@ -221,13 +266,18 @@ def compare_results(base: Sequence[TaskResult], head: Sequence[TaskResult], task
     deltas = [t.delta for t in paired]
     n_tasks, n_paired = len(tasks), len(paired)
     coverage = n_paired / n_tasks if n_tasks else 0.0
-    improved = sum(1 for d in deltas if d > EPSILON)
-    regressed = sum(1 for d in deltas if d < -EPSILON)
+    improved = sum(1 for d in deltas if above(d, 0.0))
+    regressed = sum(1 for d in deltas if below(d, 0.0))
     moved_up = sum(1 for t in paired if t.head_pass >= 0.5 > t.base_pass)  # type: ignore[operator]
     moved_down = sum(1 for t in paired if t.base_pass >= 0.5 > t.head_pass)  # type: ignore[operator]
+    p_exact = signflip_test(deltas, policy.resamples, policy.seed) if paired else None
+    repeats = min((min(b.n_valid, h.n_valid) for t, b, h in zip(tasks, base_sides, head_sides, strict=True)
+                   if t.delta is not None), default=None)
+    spread = stdev(deltas) if n_paired >= 2 else None
+    mde = detectable_drop(n_paired, repeats or 1, spread, 1.0 - policy.confidence, POWER, policy.margin)
+    basis = None if mde is None else ("observed spread" if spread and spread > TOLERANCE else "worst case")
 
     ci: tuple[float, float] | None = None
-    level = _pct(policy.confidence)
     if coverage < policy.min_coverage or n_paired < 2:
         verdict = "inconclusive"
         reason = (f"only {n_paired} of {n_tasks} tasks ({_pct(coverage)}) were measured on both sides "
@@ -236,19 +286,7 @@ def compare_results(base: Sequence[TaskResult], head: Sequence[TaskResult], task
                      else "at least 2 are needed for an interval"))
     else:
         ci = paired_bootstrap_ci(deltas, policy.confidence, policy.resamples, random.Random(policy.seed))
-        shown = f"{level} CI of Δ [{ci[0]:+.3f}, {ci[1]:+.3f}]"
-        if ci[0] == ci[1] and abs(ci[0]) <= EPSILON:
-            verdict, reason = "unchanged", f"every one of the {n_paired} paired tasks scored the same on both sides"
-        elif ci[1] < -policy.margin:
-            bound = f"the tolerated drop of {policy.margin:.3f}" if policy.margin else "0"
-            verdict, reason = "regressed", f"{shown} lies entirely below {bound}: the head is worse"
-        elif ci[0] > 0:
-            verdict, reason = "improved", f"{shown} lies entirely above 0: the head is better"
-        elif ci[1] < 0:
-            verdict = "unchanged"
-            reason = f"{shown} lies below 0 but not below {-policy.margin:+.3f}, the tolerated drop"
-        else:
-            verdict, reason = "unchanged", f"{shown} includes 0: no significant change"
+        verdict, reason = decide_verdict(ci, p_exact, fmean(deltas), (improved, regressed, n_paired), policy)  # type: ignore[arg-type]
 
     return Comparison(
         n_tasks=n_tasks,
@@ -272,4 +310,8 @@ def compare_results(base: Sequence[TaskResult], head: Sequence[TaskResult], task
         margin=policy.margin,
         base_errors=base_errors,
         head_errors=head_errors,
+        p_exact=p_exact,
+        detectable_drop=mde,
+        detectable_drop_basis=basis,
+        repeats=repeats,
     )

@@ -28,6 +28,7 @@ from skillopt_ci.records import EvalSummary, TaskResult
 from skillopt_ci.rundir import write_json_atomic
 from skillopt_ci.shard import Shard
 from skillopt_ci.skill import parse_skill
+from skillopt_ci.stats import below
 from skillopt_ci.suite import load_suite
 
 GATE_SCHEMA_VERSION = 1
@@ -286,7 +287,7 @@ def new_skill_verdict(change: SkillChange, head: EvalSummary, policy: GatePolicy
 def _below_minimum(head: EvalSummary, policy: GatePolicy) -> tuple[bool, str | None]:
     if policy.min_score is None or head.mean is None:
         return False, None
-    if head.mean < policy.min_score:
+    if below(head.mean, policy.min_score):
         return True, f"head score {head.mean:.3f} is below the minimum {policy.min_score:.3f}"
     return False, None
 
@@ -317,7 +318,7 @@ def regressed_examples(comparison: Comparison, base: Sequence[TaskResult],
                 return r.output, r.expected, r.prompt
         return None, None, ""
 
-    worst = sorted((t for t in comparison.tasks if t.delta is not None and t.delta < 0), key=lambda t: t.delta)
+    worst = sorted((t for t in comparison.tasks if t.delta is not None and below(t.delta, 0.0)), key=lambda t: t.delta)
     examples = []
     for t in worst[:MAX_LISTED_TASKS]:
         base_out, expected, prompt = first_output(base, t.task_id)

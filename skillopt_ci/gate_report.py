@@ -7,6 +7,7 @@ limit (GitHub comments: 65,536 characters) by dropping detail sections, with a v
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from skillopt_ci.gate import WORKTREE, GateReport, SkillVerdict, TaskExample
@@ -47,6 +48,25 @@ def skill_row(s: SkillVerdict) -> str:
     improved = str(c.improved) if c else "—"
     regressed = str(c.regressed) if c else "—"
     return f"| {escape_inline(s.change.name, 60)} | {base} | {head} | {fmt_delta(s)} | {improved} | {regressed} | {verdict} |"
+
+
+def power_line(report: GateReport, name: Callable[[str], str] = str) -> str | None:
+    """One short line on what the gate could have caught (80% power), or ``None`` when no skill
+    was compared (or the record predates the figure). ``name`` renders a skill name."""
+    found = [(name(s.change.name), s.comparison) for s in report.skills
+             if s.comparison is not None and s.comparison.detectable_drop is not None]
+    if not found:
+        return None
+
+    def drop(c: Any) -> str:
+        if c.detectable_drop >= 0.995:
+            return "no drop short of the whole score"
+        worst = " (worst-case noise)" if c.detectable_drop_basis == "worst case" else ""
+        return f"drops of about {c.detectable_drop * 100:.0f} points or more{worst}"
+
+    if len(found) == 1:
+        return f"This gate can detect {drop(found[0][1])} (80% power)."
+    return "This gate can detect (80% power): " + "; ".join(f"{name}: {drop(c)}" for name, c in found) + "."
 
 
 def _fmt_value(value: Any) -> str:
@@ -106,6 +126,9 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
         head += ["| skill | base | head | Δ (95% CI) | improved | regressed | verdict |",
                  "| --- | --- | --- | --- | --- | --- | --- |"]
         head += [skill_row(s) for s in report.skills]
+        power = power_line(report, lambda n: escape_inline(n, 60))
+        if power:
+            head += ["", power]
     else:
         head.append("No configured skill or suite changed.")
     notes = [f"- **{escape_inline(s.change.name, 60)}**: {escape_inline(s.reason, 300)}"
@@ -182,4 +205,6 @@ def terminal_table(report: GateReport) -> str:
         })
     if not rows:
         return "no configured skill or suite changed"
-    return tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
+    table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
+    power = power_line(report)
+    return table + ("\n" + power if power else "")

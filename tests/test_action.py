@@ -13,7 +13,9 @@ import pytest
 from test_gate import (
     ACCOUNT_RULE,
     BETTER_RULES,
+    BILLING_RULE,
     BUG_RULE,
+    PRIORITY_RULES,
     SKILL,
     commit_on_branch,
     git,
@@ -115,7 +117,7 @@ class PR:
 @pytest.fixture
 def regressing(tmp_path, fake, server):
     root_text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
-    return PR(tmp_path, fake, server, {SKILL: root_text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")})
+    return PR(tmp_path, fake, server, {SKILL: root_text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")})
 
 
 def test_regressing_pr_fails_and_comments_once(regressing, fake):
@@ -156,7 +158,7 @@ def test_second_push_edits_the_same_comment(regressing, fake):
 
 def test_override_label_passes_and_says_so(tmp_path, fake, server):
     text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
-    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")},
+    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")},
             labels=("skillopt:allow-regression",))
     res = pr.run()
     assert res.code == 0, res.err
@@ -174,7 +176,9 @@ def test_label_added_after_the_event_is_read_from_the_api(regressing, fake):
 
 def test_improving_pr_passes(tmp_path, fake, server):
     text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
-    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, BETTER_RULES)})
+    default = "- The default priority is P3.\n"
+    better = text.replace(BUG_RULE, BETTER_RULES).replace(default, PRIORITY_RULES + default)
+    pr = PR(tmp_path, fake, server, {SKILL: better})
     res = pr.run()
     assert res.code == 0, res.err
     [comment] = pr.comments()
@@ -248,7 +252,7 @@ def test_model_output_is_escaped_in_the_comment(tmp_path, fake, server):
             " ``` </details> <!-- x -->")
     server.policy = lambda request: evil if "Enterprise" in request.last_user else TriagePolicy()(request)
     text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
-    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")})
+    pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")})
     pr.run()
     [comment] = pr.comments()
     body = comment["body"]

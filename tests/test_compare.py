@@ -19,6 +19,7 @@ from skillopt_ci.compare import (
     sign_test,
 )
 from skillopt_ci.records import TaskResult
+from skillopt_ci.stats import signflip_test
 
 ERROR = {"kind": "server", "message": "503"}
 
@@ -248,3 +249,36 @@ def test_fast_enough_for_large_suites():
     start = time.perf_counter()
     compare_results(base, head, ids)
     assert time.perf_counter() - start < 1.0
+
+
+# --- the exact paired test -------------------------------------------------------------------
+
+def test_signflip_test_exact_values():
+    assert signflip_test([-1.0] * 4) == 0.125 == sign_test(0, 4)  # the 4 down, 0 up case
+    assert signflip_test([-1.0] * 4 + [0.0] * 20) == 0.125  # unchanged tasks do not count
+    assert signflip_test([]) == signflip_test([0.0, 0.0]) == 1.0
+    # with pass/fail deltas it is the exact sign test, at any size
+    rng = random.Random(1)
+    deltas = [rng.choice([-1.0, 0.0, 0.0, 1.0]) for _ in range(300)]
+    assert signflip_test(deltas) == pytest.approx(sign_test(deltas.count(1.0), deltas.count(-1.0)), rel=1e-9)
+    # averages of repeats sit on a grid of thirds, which no decimal grain represents: still exact
+    assert signflip_test([1 / 3, -1 / 3]) == 1.0
+    assert signflip_test([-1 / 3, -2 / 3, -1.0]) == 2 / 8
+    # magnitudes 2, 1, 1, 1 thirds with sum -1: 8 of the 16 sign patterns reach |sum| >= 1
+    assert signflip_test([-2 / 3, 1 / 3, -1 / 3, -1 / 3]) == 8 / 16
+
+
+def test_signflip_test_samples_when_the_exact_distribution_is_too_large():
+    rng = random.Random(3)
+    deltas = [rng.uniform(-0.5, 0.45) for _ in range(400)]
+    p = signflip_test(deltas, samples=2000, seed=7)
+    assert p == signflip_test(list(reversed(deltas)), samples=2000, seed=7)  # seeded, order-free
+    assert p == pytest.approx(sign_flip_normal(deltas), abs=0.03) and (1 + 0) / 2001 <= p <= 1.0
+
+
+def sign_flip_normal(deltas: list[float]) -> float:
+    """The normal approximation of the sign-flip test: sum / sqrt(sum of squares)."""
+    from statistics import NormalDist
+
+    z = abs(sum(deltas)) / sum(d * d for d in deltas) ** 0.5
+    return 2 * (1 - NormalDist().cdf(z))

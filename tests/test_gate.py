@@ -15,6 +15,9 @@ from skillopt_ci.yamlfile import schema_validator
 SKILL = "skills/ticket-triage/SKILL.md"
 BUG_RULE = '- If the ticket mentions "crash" or "error", the category is bug.\n'
 ACCOUNT_RULE = '- If the ticket mentions "password" or "log in", the category is account.\n'
+# Dropping the bug, account and billing rules breaks 6 of the 12 validation tasks and fixes none:
+# the fewest the gate's exact paired test calls significant (4 of 12 give p = 0.125).
+BILLING_RULE = '- If the ticket mentions "invoice", "refund" or "charged", the category is billing.\n'
 BETTER_RULES = (
     '- If the ticket mentions "breach", "hacked", "leaked" or "phishing", the category is security.\n'
     '- If the ticket mentions "crash", "error", "broken" or "freezes", the category is bug.\n'
@@ -67,7 +70,7 @@ def gate_json(out: Path) -> dict:
 
 def test_regressing_pr_fails_with_details(tmp_path, server):
     root = make_repo(tmp_path, server.openai_base_url)
-    commit_on_branch(root, "worse", {SKILL: skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")})
+    commit_on_branch(root, "worse", {SKILL: skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")})
     out = tmp_path / "gate"
     res = run_cli("gate", "--base", "main", "--head", "worse", "--out", str(out), "--quiet", cwd=root)
     assert res.code == 1, res.err
@@ -165,7 +168,7 @@ def test_second_push_costs_only_the_head_side(tmp_path, server):
     assert run_cli("gate", "--base", "main", "--head", "pr", "--out", str(tmp_path / "g1"), "--quiet", cwd=root).code in (0, 1)
     assert server.call_count == 24
     git(root, "checkout", "-q", "pr")
-    (root / SKILL).write_text(skill_text(root).replace(ACCOUNT_RULE, ""))
+    (root / SKILL).write_text(skill_text(root).replace(ACCOUNT_RULE, "").replace(BILLING_RULE, ""))
     git(root, "commit", "-q", "-am", "second push")
     assert run_cli("gate", "--base", "main", "--head", "pr", "--out", str(tmp_path / "g2"), "--quiet", cwd=root).code == 1
     assert server.call_count == 36  # the base side came from the response cache
@@ -173,7 +176,7 @@ def test_second_push_costs_only_the_head_side(tmp_path, server):
 
 def test_gate_on_working_tree_by_default(tmp_path, server):
     root = make_repo(tmp_path, server.openai_base_url)
-    (root / SKILL).write_text(skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, ""))
+    (root / SKILL).write_text(skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, ""))
     res = run_cli("gate", "--out", str(tmp_path / "g"), "--quiet", cwd=root)
     assert res.code == 1, res.err
     data = gate_json(tmp_path / "g")
@@ -205,7 +208,7 @@ def test_not_a_git_repository(tmp_path, server):
 def test_compare_two_files(tmp_path, server):
     root = write_project(tmp_path / "p", server.openai_base_url)
     worse = root / "worse.md"
-    worse.write_text(skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, ""))
+    worse.write_text(skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, ""))
     res = run_cli("compare", SKILL, "worse.md", "--suite", "eval_suites/ticket-triage", "--out", str(tmp_path / "c"),
                   "--quiet", cwd=root)
     assert res.code == 1, res.err
@@ -227,7 +230,7 @@ def _strip_timing(data):
 
 def test_sharded_gate_merges_to_the_single_run_report(tmp_path, server):
     root = make_repo(tmp_path, server.openai_base_url, cache={"mode": "off"})
-    commit_on_branch(root, "pr", {SKILL: skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")})
+    commit_on_branch(root, "pr", {SKILL: skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")})
     single = tmp_path / "single"
     assert run_cli("gate", "--base", "main", "--head", "pr", "--out", str(single), "--quiet", cwd=root).code == 1
     shards = []

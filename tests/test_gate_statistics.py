@@ -6,18 +6,26 @@ skill (pass or fail); exactly 60% of the tasks (36) truly pass under the base sk
 reports the true outcome flipped with probability 0.2 (score 1.0 and ``passed`` True, or 0.0 and
 False). A true pass is therefore observed as a pass 80% of the time, a true fail 20%.
 
-The policy is the default one (95% interval, margin 0, 2000 resamples, seed 0, fixed as in
-production); the simulated model's seed varies from run to run (run ``i`` uses seed ``i``).
+The policy is the default one (95% interval and the exact paired test, margin 0, 2000
+resamples, seed 0, fixed as in production); the simulated model's seed varies from run to run (run ``i`` uses seed ``i``).
 ``bench/bench_gate_stats.py`` runs the same simulations with more runs and more drop sizes.
 """
 
 from __future__ import annotations
 
+import json
 import random
-from statistics import fmean
+from statistics import fmean, stdev
 
-from skillopt_ci.compare import ComparePolicy, Comparison, compare_results
+import pytest
+
+from skillopt_ci.compare import ComparePolicy, Comparison, compare_results, decide_verdict
+from skillopt_ci.config import GatePolicy
+from skillopt_ci.gate import GateReport, SkillChange, SkillVerdict
+from skillopt_ci.gate_report import render_gate, terminal_table
 from skillopt_ci.records import TaskResult
+from skillopt_ci.stats import detectable_drop
+from skillopt_ci.yamlfile import schema_validator
 
 N_TASKS = 60
 REPEATS = 3
@@ -37,26 +45,45 @@ def tasks_for_drop(points: float) -> int:
     return round(points * N_TASKS / ((1 - FLIP) - FLIP))
 
 
-def simulate(seed: int, drop_tasks: int = 0) -> tuple[list[TaskResult], list[TaskResult], list[str]]:
-    """Base and head results for one simulated PR, and the task ids.
+def simulate_drop(seed: int, n_tasks: int, repeats: int, drop: float = 0.0
+                  ) -> tuple[list[TaskResult], list[TaskResult], list[str]]:
+    """Base and head results for one simulated PR on ``n_tasks`` tasks, and the task ids.
 
-    Head's true outcomes are base's with ``drop_tasks`` true passes turned into true fails; with
-    ``drop_tasks=0`` both sides share their true outcomes (an A/A comparison) and differ only by
-    the rollouts' noise.
+    ``BASE_PASS_SHARE`` of the tasks truly pass under base. Head's true outcomes are base's with
+    true passes turned into true fails until head's *expected* mean score is ``drop`` lower (each
+    broken task costs 0.6; a fractional remainder breaks one more task partly, so any drop can be
+    simulated exactly). With ``drop=0`` both sides share their true outcomes (an A/A comparison)
+    and differ only by the rollouts' noise. Raises ``ValueError`` when too few tasks pass to drop.
     """
     rng = random.Random(seed)
-    ids = [f"t{i:02d}" for i in range(N_TASKS)]
-    base_truth = [i < round(BASE_PASS_SHARE * N_TASKS) for i in range(N_TASKS)]
+    ids = [f"t{i:02d}" for i in range(n_tasks)]
+    base_truth = [i < round(BASE_PASS_SHARE * n_tasks) for i in range(n_tasks)]
     rng.shuffle(base_truth)
-    head_truth = list(base_truth)
-    for i in rng.sample([i for i, t in enumerate(base_truth) if t], drop_tasks):
-        head_truth[i] = False
+    cost = (1 - FLIP) - FLIP
+    base_p = [1 - FLIP if t else FLIP for t in base_truth]
+    head_p = list(base_p)
+    broken = drop * n_tasks / cost
+    whole = int(broken + 1e-9)
+    part = broken - whole if broken - whole > 1e-9 else 0.0
+    passing = [i for i, t in enumerate(base_truth) if t]
+    if whole + (part > 0) > len(passing):
+        raise ValueError(f"a drop of {drop:.3f} needs more than the {len(passing)} truly passing tasks")
+    chosen = rng.sample(passing, whole + (part > 0))
+    for i in chosen[:whole]:
+        head_p[i] = FLIP
+    if part:
+        head_p[chosen[-1]] = 1 - FLIP - cost * part
 
-    def rollouts(truth: list[bool]) -> list[TaskResult]:
-        return [rollout(tid, rep, t != (rng.random() < FLIP))
-                for tid, t in zip(ids, truth, strict=True) for rep in range(REPEATS)]
+    def rollouts(probs: list[float]) -> list[TaskResult]:
+        return [rollout(tid, rep, rng.random() < p) for tid, p in zip(ids, probs, strict=True)
+                for rep in range(repeats)]
 
-    return rollouts(base_truth), rollouts(head_truth), ids
+    return rollouts(base_p), rollouts(head_p), ids
+
+
+def simulate(seed: int, drop_tasks: int = 0) -> tuple[list[TaskResult], list[TaskResult], list[str]]:
+    """One simulated PR of the acceptance scenario (60 tasks, 3 repeats, ``drop_tasks`` broken)."""
+    return simulate_drop(seed, N_TASKS, REPEATS, drop_tasks * ((1 - FLIP) - FLIP) / N_TASKS)
 
 
 def verdicts(drop_tasks: int, runs: int = RUNS) -> list[Comparison]:
@@ -124,3 +151,100 @@ def test_many_errors_make_the_comparison_inconclusive():
     assert (c.n_paired, c.coverage, c.head_errors) == (45, 0.75, 45)
     assert "45 of 60" in c.reason and "75%" in c.reason and "45 head" in c.reason
     assert compare_results(base, head, ids, ComparePolicy(min_coverage=0.7)).verdict != "inconclusive"
+
+
+# --- small suites: the exact paired test must agree (issue: 4 down, 0 up was "regressed") -----
+
+def pass_fail_pair(n: int, down: int, up: int = 0) -> tuple[list[TaskResult], list[TaskResult], list[str]]:
+    """One repeat per task: ``down`` tasks pass → fail, ``up`` fail → pass, the rest unchanged."""
+    ids = [f"t{i:02d}" for i in range(n)]
+    base = [rollout(t, 0, i < down or (down + up <= i and i % 2 == 0)) for i, t in enumerate(ids)]
+    head = [rollout(t, 0, (down <= i < down + up) or (down + up <= i and i % 2 == 0)) for i, t in enumerate(ids)]
+    return base, head, ids
+
+
+def test_four_down_none_up_on_24_tasks_is_not_a_regression():
+    c = compare_results(*pass_fail_pair(24, down=4), POLICY)
+    assert (c.regressed, c.improved) == (4, 0)
+    assert c.ci[1] < 0  # the percentile interval alone lies below 0 (the old verdict: regressed)…
+    assert c.p_sign == c.p_exact == 0.125  # …but the exact test does not reject "no change"
+    assert c.verdict == "unchanged"
+    assert "4 tasks down and 0 up" in c.reason and "p = 0.125" in c.reason
+    up = compare_results(*pass_fail_pair(24, down=0, up=4), POLICY)
+    assert up.ci[0] > 0 and up.verdict == "unchanged"  # symmetric: not "improved" either
+
+
+def test_six_down_none_up_is_a_regression():
+    c = compare_results(*pass_fail_pair(24, down=6), POLICY)
+    assert c.p_exact == 2 / 64 and c.verdict == "regressed"
+    assert compare_results(*pass_fail_pair(24, down=0, up=6), POLICY).verdict == "improved"
+
+
+# --- rounding dust never decides a verdict -----------------------------------------------------
+
+def test_a_bound_of_rounding_dust_is_zero():
+    policy = ComparePolicy()
+    # Upper bound -4.6e-18 is 0 in real arithmetic: the interval touches 0, so no regression.
+    assert decide_verdict((-0.3, -4.6e-18), 0.001, -0.1, (0, 9, 12), policy)[0] == "unchanged"
+    assert decide_verdict((4.6e-18, 0.3), 0.001, 0.1, (9, 0, 12), policy)[0] == "unchanged"
+    assert decide_verdict((-0.3, -1e-6), 0.001, -0.1, (0, 9, 12), policy)[0] == "regressed"
+    margin = ComparePolicy(margin=0.1)
+    assert decide_verdict((-0.2, -0.1 - 4.6e-18), 0.001, -0.15, (0, 9, 12), margin)[0] == "unchanged"
+    assert decide_verdict((-0.2, -0.1 - 1e-6), 0.001, -0.15, (0, 9, 12), margin)[0] == "regressed"
+
+
+def test_a_drop_of_exactly_the_margin_is_tolerated_despite_float_rounding():
+    # 0.7 - 0.8 is -0.10000000000000009 in floats: exactly the tolerated drop of 0.1 in real numbers.
+    ids = [f"t{i}" for i in range(10)]
+    base = [TaskResult(t, 0, "p", "o", 0.8, True) for t in ids]
+    head = [TaskResult(t, 0, "p", "o", 0.7, True) for t in ids]
+    c = compare_results(base, head, ids, ComparePolicy(margin=0.1))
+    assert c.ci[1] < -0.1 and c.p_exact < 0.01  # the float bound is below the margin, the test significant
+    assert c.verdict == "unchanged" and "not below -0.100" in c.reason
+    assert compare_results(base, head, ids, ComparePolicy(margin=0.09)).verdict == "regressed"
+
+
+# --- what the gate could have caught ---------------------------------------------------------
+
+def test_every_comparison_states_its_detectable_drop():
+    c = compare_results(*simulate(0), POLICY)
+    spread = stdev(t.delta for t in c.tasks)
+    assert c.repeats == REPEATS and c.detectable_drop_basis == "observed spread"
+    assert c.detectable_drop == pytest.approx(detectable_drop(N_TASKS, REPEATS, spread, 0.05, 0.8))
+    assert 0.10 < c.detectable_drop < 0.18  # the bench: about 14 points, caught ~80% of the time there
+    small = compare_results(*simulate_drop(0, 24, 1), POLICY)
+    assert small.detectable_drop > 0.3 and small.repeats == 1
+    # nothing moved: no spread observed, so the binomial worst case stands in
+    same = compare_results(simulate(0)[0], simulate(0)[0], simulate(0)[2], POLICY)
+    assert same.detectable_drop_basis == "worst case"
+    assert same.detectable_drop == pytest.approx(detectable_drop(N_TASKS, REPEATS))
+    # the gate fails only beyond the margin, so the drop it catches includes it
+    assert compare_results(*simulate(0), ComparePolicy(margin=0.05)).detectable_drop > c.detectable_drop + 0.04
+
+
+def gate_report(comparisons: list[Comparison]) -> GateReport:
+    skills = [SkillVerdict(SkillChange(f"skill-{i}", f"skills/s{i}.md", "suite", "modified"), c.verdict,
+                           False, c.reason, comparison=c) for i, c in enumerate(comparisons)]
+    return GateReport("main", "pr", "a" * 40, "b" * 40, "c" * 40, GatePolicy(), skills)
+
+
+def test_reports_say_what_the_gate_could_detect():
+    c = compare_results(*simulate(0), POLICY)
+    points = f"{c.detectable_drop * 100:.0f}"
+    line = f"This gate can detect drops of about {points} points or more (80% power)."
+    report = gate_report([c])
+    assert line in render_gate(report) and line in terminal_table(report)
+    data = json.loads(json.dumps(report.to_dict()))
+    schema_validator("gate.schema.json").validate(data)
+    assert data["skills"][0]["comparison"]["detectable_drop"] == c.detectable_drop
+    two = gate_report([c, compare_results(*simulate_drop(0, 24, 1), POLICY)])
+    assert "This gate can detect (80% power): skill-0: drops of about" in render_gate(two)
+
+
+def test_a_gate_record_without_the_figure_still_loads():
+    data = json.loads(json.dumps(gate_report([compare_results(*simulate(0), POLICY)]).to_dict()))
+    for key in ("detectable_drop", "detectable_drop_basis", "p_exact", "repeats"):
+        del data["skills"][0]["comparison"][key]
+    old = GateReport.from_dict(data)
+    assert old.skills[0].comparison.detectable_drop is None
+    assert "can detect" not in render_gate(old) and "can detect" not in terminal_table(old)

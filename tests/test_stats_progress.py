@@ -9,7 +9,16 @@ import pytest
 from skillopt_ci.models.base import Usage
 from skillopt_ci.progress import Progress
 from skillopt_ci.records import TaskResult, summarize, task_scores
-from skillopt_ci.stats import mean_ci, t_cdf, t_quantile
+from skillopt_ci.stats import (
+    above,
+    below,
+    detectable_drop,
+    detection_power,
+    mean_ci,
+    t_cdf,
+    t_quantile,
+    worst_case_sd,
+)
 
 
 @pytest.mark.parametrize(("df", "expected"), [(1, 12.7062), (2, 4.3027), (3, 3.1824), (5, 2.5706),
@@ -79,3 +88,28 @@ def test_progress_in_logs_prints_at_most_every_tenth():
         p.advance()
     lines = stream.getvalue().splitlines()
     assert len(lines) == 10 and lines[-1].startswith("eval x/val: 100/100 (100%)") and "\r" not in stream.getvalue()
+
+
+def test_detectable_drop():
+    # no spread known: the binomial worst case, sqrt(2 · 1/4 / repeats) per task
+    assert detectable_drop(24, 1) == detectable_drop(24, 1, sd=0.0) == detectable_drop(24, 1, worst_case_sd(1))
+    assert worst_case_sd(1) == pytest.approx(0.5**0.5) and worst_case_sd(4) == pytest.approx(0.125**0.5)
+    assert detectable_drop(1, 3) is None and detectable_drop(0, 3, 0.3) is None
+    # more tasks, more repeats or less noise: smaller drops are caught
+    assert detectable_drop(240, 1, 0.5) < detectable_drop(60, 1, 0.5) < detectable_drop(24, 1, 0.5)
+    assert detectable_drop(60, 3) < detectable_drop(60, 1)
+    assert detectable_drop(60, 3, 0.2) < detectable_drop(60, 3, 0.4)
+    assert detectable_drop(60, 3, 0.3, margin=0.05) > detectable_drop(60, 3, 0.3) + 0.045
+    assert detectable_drop(2, 1) == 1.0  # not even the whole score is caught 80% of the time
+    # it is where the power reaches the asked level
+    mde = detectable_drop(60, 3, 0.327, alpha=0.05, power=0.8)
+    assert detection_power(mde, 60, 3, 0.327) == pytest.approx(0.8, abs=1e-6)
+    assert 0.13 < mde < 0.16  # the bench simulates ~80% power at about 14 points for this suite
+    with pytest.raises(ValueError):
+        detectable_drop(24, 1, power=1.0)
+
+
+def test_one_tolerance_for_every_comparison():
+    assert not below(-4.6e-18, 0.0) and not above(4.6e-18, 0.0)
+    assert below(-1e-6, 0.0) and above(1e-6, 0.0)
+    assert not below(0.7 - 0.8, -0.1)  # -0.10000000000000009 is the margin, not beyond it

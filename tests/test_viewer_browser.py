@@ -29,7 +29,15 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
-from test_gate import ACCOUNT_RULE, BUG_RULE, SKILL, commit_on_branch, make_repo, skill_text
+from test_gate import (
+    ACCOUNT_RULE,
+    BILLING_RULE,
+    BUG_RULE,
+    SKILL,
+    commit_on_branch,
+    make_repo,
+    skill_text,
+)
 from test_train import train_project
 
 from conftest import run_cli, write_project
@@ -98,7 +106,7 @@ def gate_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("gate")
     with no_keys(), ScriptedModelServer(TriagePolicy()) as server:
         repo = make_repo(root, server.openai_base_url)
-        commit_on_branch(repo, "worse", {SKILL: skill_text(repo).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")})
+        commit_on_branch(repo, "worse", {SKILL: skill_text(repo).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")})
         res = cli("gate", "--base", "main", "--head", "worse", "--out", str(root / "gate"), "--quiet", cwd=repo)
     assert res.code == 1, res.err  # a regression: the check fails
     return root / "gate"
@@ -397,7 +405,7 @@ def test_gate_report_puts_base_and_head_side_by_side(browser, gate_run, tmp_path
         assert head[key]["score"] < base[key]["score"] and worst.locator("td.delta").inner_text().startswith("-")
         pane.locator("details summary").click()  # the skill diff: the head dropped the bug rule
         removed = pane.locator("pre.diff .del").all_inner_texts()
-        assert removed == [f"- {ACCOUNT_RULE.strip()}", f"- {BUG_RULE.strip()}"]
+        assert removed == [f"- {BILLING_RULE.strip()}", f"- {ACCOUNT_RULE.strip()}", f"- {BUG_RULE.strip()}"]
         page.locator("#side-by-side").scroll_into_view_if_needed()
         page.screenshot(path=str(tmp_path / "gate-side-by-side.png"))
 
