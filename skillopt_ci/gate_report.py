@@ -207,4 +207,4 @@ def terminal_table(report: GateReport) -> str:
         return "no configured skill or suite changed"
     table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
     power = power_line(report)
-    return table + ("\n" + power if power else "")
+    return table + ("\n\n" + power if power else "")

@@ -216,10 +216,10 @@ def detection_power(drop: float, n_tasks: int, repeats: int, sd: float | None = 
     as that noise allows, the usual shape of a regression. A task whose rollouts pass with
     probability p has variance p(1 - p) per rollout, so the observed noise, sd² = 2·p(1 - p) /
     ``repeats``, bounds a task's change by a = |2p - 1| = sqrt(1 - 2·repeats·sd²). A share drop / a
-    of the tasks then loses a each, which widens the spread the gate measures to
-    sqrt(sd² + drop·(a - drop)), while the noise of the mean stays sd / √n. The gate flags the drop
-    when the interval's upper bound, mean + t_{1-α/2}·spread / √n, falls below ``-margin``.
-    ``alpha`` is two-sided (the gate's ``1 - confidence``).
+    of the tasks then loses a each, which widens the spread of the deltas to
+    s = sqrt(sd² + drop·(a - drop)); the power is the paired t-test's with that spread,
+    P(T_{n-1} < (drop - margin)·√n / s - t_{1-α/2}). ``alpha`` is two-sided (the gate's
+    ``1 - confidence``).
     """
     if n_tasks < 2:
         return 0.0
@@ -231,8 +231,7 @@ def _power(drop: float, n_tasks: int, repeats: int, sd: float | None, t_alpha: f
     drop = min(1.0, max(0.0, drop))
     reach = math.sqrt(max(0.0, 1.0 - 2 * max(1, repeats) * noise * noise))
     spread = math.sqrt(noise * noise + max(0.0, drop * (reach - drop)))
-    root = math.sqrt(n_tasks)
-    return t_cdf((drop - margin - t_alpha * spread / root) * root / noise, n_tasks - 1)
+    return t_cdf((drop - margin) * math.sqrt(n_tasks) / spread - t_alpha, n_tasks - 1)
 
 
 def detectable_drop(n_tasks: int, repeats: int, sd: float | None = None, alpha: float = 0.05,
