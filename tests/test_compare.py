@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from statistics import fmean, stdev
 
 import pytest
@@ -241,14 +240,16 @@ def test_bad_input_is_refused():
             ComparePolicy(**bad)
 
 
-def test_fast_enough_for_large_suites():
+def test_large_suites_with_continuous_scores():
+    """500 tasks of continuous scores: the exact test's distribution is too large, so it samples
+    sign patterns, seeded. (Speed is measured in bench/bench_gate_stats.py, not asserted here.)"""
     rng = random.Random(0)
     ids = [f"t{i}" for i in range(500)]
     base = side({tid: (rng.random(),) for tid in ids})
     head = side({tid: (rng.random(),) for tid in ids})
-    start = time.perf_counter()
-    compare_results(base, head, ids)
-    assert time.perf_counter() - start < 1.0
+    c = compare_results(base, head, ids)
+    assert c == compare_results(base, head, ids)
+    assert 1 / 2001 <= c.p_exact <= 1.0 and c.verdict == "unchanged" and c.detectable_drop < 0.1
 
 
 # --- the exact paired test -------------------------------------------------------------------
