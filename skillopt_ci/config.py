@@ -33,6 +33,7 @@ class ModelSpec:
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     timeout: float = 120.0
     max_retries: int = 4
+    max_retry_wait: float = 300.0  # seconds; caps every wait between retries, Retry-After included
 
     @classmethod
     def from_dict(cls, role: str, data: Mapping[str, Any]) -> ModelSpec:
@@ -46,6 +47,7 @@ class ModelSpec:
             params=MappingProxyType(dict(data.get("params") or {})),
             timeout=float(data.get("timeout", 120.0)),
             max_retries=int(data.get("max_retries", 4)),
+            max_retry_wait=float(data.get("max_retry_wait", 300.0)),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -114,7 +114,8 @@ class ModelPool:
                 return await backend.complete(messages, params)
 
         try:
-            completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry, base_delay=self._retry_base_delay)
+            completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry,
+                                            base_delay=self._retry_base_delay, max_wait=spec.max_retry_wait)
         except ProviderError:
             spend.errors += 1
             raise
