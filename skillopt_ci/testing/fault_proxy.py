@@ -19,7 +19,7 @@ import json
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -111,7 +111,8 @@ class ProxiedRequest:
 
 @dataclass(frozen=True)
 class ProxyRecord:
-    """What happened to one request: the injection applied and the status sent (0: none sent)."""
+    """What happened to one request, recorded when it arrives: the injection applied, and the
+    status sent (-1 until the answer starts, 0 when the connection was closed without one)."""
 
     index: int
     path: str
@@ -129,46 +130,45 @@ class _Handler(LoopbackHandler):
     def respond(self, method: str, body: bytes, headers: dict[str, str]) -> None:
         proxy = cast("FaultProxy", self.server.service)
         request, injection = proxy._admit(method, self.path, headers, body)
-        status = self._apply(proxy, request, injection)
-        proxy._record(ProxyRecord(request.index, urlsplit(request.path).path, injection.kind, status))
+        self._apply(proxy, request, injection, lambda status: proxy._answered(request.index, status))
 
-    def _apply(self, proxy: FaultProxy, request: ProxiedRequest, injection: Injection) -> int:
+    def _apply(self, proxy: FaultProxy, request: ProxiedRequest, injection: Injection,
+               answered: Callable[[int], None]) -> None:
         kind = injection.kind
-        if kind == "drop":
-            self.close_connection = True
-            return 0
         if kind == "stall":
-            if self.server.stopping.wait(injection.seconds):
-                self.close_connection = True
-                return 0
-            kind = "pass"
-        if kind == "echo_auth":
+            kind = "drop" if self.server.stopping.wait(injection.seconds) else "pass"
+        if kind == "drop":
+            answered(0)
+            self.close_connection = True
+        elif kind == "echo_auth":
             echoed = "; ".join(f"{name}: {request.headers[name]}" for name in ("authorization", "x-api-key")
                                if name in request.headers)
-            return self._error(injection.status, f"Incorrect API key provided ({echoed}).", "invalid_api_key")
-        if kind == "html":
-            self.send_bytes(200, {"Content-Type": "text/html; charset=utf-8"}, _HTML_PAGE)
-            return 200
-        if kind == "malformed":
-            self.send_bytes(200, {"Content-Type": "application/json"}, _MALFORMED_JSON)
-            return 200
-        if kind == "retry_after":
-            return self._error(429, "Rate limit reached for requests.", "rate_limit_exceeded",
-                               {"Retry-After": f"{injection.seconds:g}"})
-        if kind == "status":
-            return self._error(injection.status, f"Injected {injection.status}.", "server_error")
-        status, reply_headers, reply = proxy._forward(request)
-        if kind == "truncate":
-            self._send_truncated(status, reply_headers, reply)
-            return status
-        self.send_bytes(status, reply_headers, reply)
-        return status
+            self._error(answered, injection.status, f"Incorrect API key provided ({echoed}).", "invalid_api_key")
+        elif kind in ("html", "malformed"):
+            answered(200)
+            if kind == "html":
+                self.send_bytes(200, {"Content-Type": "text/html; charset=utf-8"}, _HTML_PAGE)
+            else:
+                self.send_bytes(200, {"Content-Type": "application/json"}, _MALFORMED_JSON)
+        elif kind == "retry_after":
+            self._error(answered, 429, "Rate limit reached for requests.", "rate_limit_exceeded",
+                        {"Retry-After": f"{injection.seconds:g}"})
+        elif kind == "status":
+            self._error(answered, injection.status, f"Injected {injection.status}.", "server_error")
+        else:
+            status, reply_headers, reply = proxy._forward(request)
+            answered(status)
+            if kind == "truncate":
+                self._send_truncated(status, reply_headers, reply)
+            else:
+                self.send_bytes(status, reply_headers, reply)
 
-    def _error(self, status: int, message: str, code: str, extra: dict[str, str] | None = None) -> int:
+    def _error(self, answered: Callable[[int], None], status: int, message: str, code: str,
+               extra: dict[str, str] | None = None) -> None:
         payload = {"error": {"message": message, "type": "invalid_request_error" if status < 500 else "server_error",
                              "param": None, "code": code}}
+        answered(status)
         self.send_bytes(status, {"Content-Type": "application/json", **(extra or {})}, json.dumps(payload).encode())
-        return status
 
     def _send_truncated(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.close_connection = True
@@ -202,7 +202,7 @@ class FaultProxy(LoopbackService):
         self.plan = plan
         self._lock = threading.Lock()
         self._queue: deque[Injection] = deque()
-        self._records: list[ProxyRecord] = []
+        self._records: dict[int, ProxyRecord] = {}
         self._next_index = 0
         super().__init__(host=host, port=port)
 
@@ -223,10 +223,10 @@ class FaultProxy(LoopbackService):
     @property
     def records(self) -> list[ProxyRecord]:
         with self._lock:
-            return list(self._records)
+            return [self._records[i] for i in sorted(self._records)]
 
     def kinds(self) -> list[str]:
-        """The injection kind applied to each request so far, in the order they finished."""
+        """The injection kind applied to each request so far, in arrival order."""
         return [r.kind for r in self.records]
 
     def _admit(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[ProxiedRequest, Injection]:
@@ -237,11 +237,14 @@ class FaultProxy(LoopbackService):
             plan = self.plan
         if injection is None and plan is not None:
             injection = plan(request)
-        return request, injection or Injection.passthrough()
-
-    def _record(self, record: ProxyRecord) -> None:
+        injection = injection or Injection.passthrough()
         with self._lock:
-            self._records.append(record)
+            self._records[request.index] = ProxyRecord(request.index, urlsplit(path).path, injection.kind, -1)
+        return request, injection
+
+    def _answered(self, index: int, status: int) -> None:
+        with self._lock:
+            self._records[index] = replace(self._records[index], status=status)
 
     def _forward(self, request: ProxiedRequest) -> tuple[int, dict[str, str], bytes]:
         """Send ``request`` upstream; a 502 when the upstream cannot be reached."""
