@@ -156,7 +156,7 @@ CASES = [
     case("name-config-double-dot", "validate", config("skills.0.name", "rules..x"), 2, "rules..x", waits_for=3),
     case("name-config-lock-suffix", "validate", config("skills.0.name", "rules.lock"), 2, "rules.lock",
          waits_for=3),
-    case("name-config-300-chars", "validate", config("skills.0.name", LONG), 2, "skills[0].name", waits_for=3),
+    case("name-config-300-chars", "validate", config("skills.0.name", LONG), 2, "name", waits_for=3),
     case("name-folder-with-space", "validate", rename_skill_folder("my skill"), 2, "my skill", waits_for=3),
     case("name-folder-shell-chars", "validate", rename_skill_folder("x$(id);|&*?"), 2, "x$(id)", waits_for=3),
     # suites
