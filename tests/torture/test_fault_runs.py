@@ -190,7 +190,25 @@ def test_an_echoed_key_reaches_no_output(scenario, tmp_path):
     stdout, stderr, results.jsonl, report.md or any other file."""
     outcome = play(scenario, tmp_path)
     assert outcome.code == scenario.code
-    assert_no_secret(tmp_path, outcome.out, outcome.err, outcome.resumed_err)
+    # The HTML report of the run (the workflow artifact) too.
+    report = run_cli("report", str(outcome.run), "--html", str(tmp_path / "report.html"), env=SECRET_ENV)
+    assert report.code == 0, report.err
+    assert (tmp_path / "report.html").is_file()
+    assert_no_secret(tmp_path, outcome.out, outcome.err, outcome.resumed_err, report.out, report.err)
+
+
+@pytest.mark.xfail(reason="item 1", strict=True)
+def test_compare_through_a_provider_that_echoes_the_key_leaks_nothing(tmp_path):
+    scenario = Scenario("compare", task_faults={"val-03": I.echo_auth()})
+    with ScriptedModelServer(TriagePolicy()) as server, FaultProxy(server.url, _plan(scenario)) as proxy:
+        project = _project(tmp_path, scenario, proxy)
+        head = project / "head.md"
+        head.write_text((project / "skills/ticket-triage/SKILL.md").read_text() + "\nBe brief.\n")
+        res = run_cli("compare", "skills/ticket-triage/SKILL.md", "head.md", "--suite", "eval_suites/ticket-triage",
+                      "--out", str(tmp_path / "cmp"), "--quiet", cwd=project, env=SECRET_ENV)
+    assert res.code in (0, 1), res.err
+    assert_no_traceback(res.out, res.err)
+    assert_no_secret(tmp_path, res.out, res.err)
 
 
 @pytest.mark.xfail(reason="item 13", strict=True)

@@ -42,7 +42,8 @@ def assert_no_secret(root: Path, *texts: str) -> None:
     for text in texts:
         for secret in SECRETS:
             assert secret not in text, f"a secret was printed: {text[:2000]}"
-    assert files_holding_secrets(root) == []
+    found = files_holding_secrets(root)
+    assert not found, f"secrets written to files: {found}"
 
 
 def result_keys(run: Path) -> tuple[Counter, Counter]:
