@@ -39,11 +39,18 @@ def fmt_delta(s: SkillVerdict) -> str:
     return f"{c.delta:+.3f}{ci}"
 
 
-def skill_row(s: SkillVerdict) -> str:
+def _consequence(s: SkillVerdict, overridden: bool, fails: str, allowed: str) -> str:
+    """What a skill's verdict does to the check: an overridden gate never says "fails"."""
+    if not s.failed:
+        return ""
+    return allowed if overridden else fails
+
+
+def skill_row(s: SkillVerdict, overridden: bool = False) -> str:
     c = s.comparison
     base = fmt_score(c.base_mean if c else (s.base.mean if s.base else None))
     head = fmt_score(c.head_mean if c else (s.head.mean if s.head else None))
-    verdict = ICONS.get(s.verdict, s.verdict) + (" · fails the check" if s.failed else "")
+    verdict = ICONS.get(s.verdict, s.verdict) + _consequence(s, overridden, " · fails the check", " · allowed by label")
     improved = str(c.improved) if c else "—"
     regressed = str(c.regressed) if c else "—"
     return f"| {escape_inline(s.change.name, 60)} | {base} | {head} | {fmt_delta(s)} | {improved} | {regressed} | {verdict} |"
@@ -105,7 +112,7 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
     if report.skills:
         head += ["| skill | base | head | Δ (95% CI) | improved | regressed | verdict |",
                  "| --- | --- | --- | --- | --- | --- | --- |"]
-        head += [skill_row(s) for s in report.skills]
+        head += [skill_row(s, report.overridden) for s in report.skills]
     else:
         head.append("No configured skill or suite changed.")
     notes = [f"- **{escape_inline(s.change.name, 60)}**: {escape_inline(s.reason, 300)}"
@@ -178,7 +185,7 @@ def terminal_table(report: GateReport) -> str:
             "Δ (95% CI)": fmt_delta(s),
             "improved": c.improved if c else "",
             "regressed": c.regressed if c else "",
-            "verdict": s.verdict + (" (fails)" if s.failed else ""),
+            "verdict": s.verdict + _consequence(s, report.overridden, " (fails)", " (allowed by label)"),
         })
     if not rows:
         return "no configured skill or suite changed"
