@@ -58,7 +58,8 @@ def explain(exc: Exception, doing: str) -> PublishError:
         if exc.status == 401:
             return PublishError(f"{doing}: the token was refused (401); pass token: ${{{{ github.token }}}} to the action")
         if exc.status == 403:
-            need = "checks: write" if "check" in doing else "pull-requests: write"
+            need = ("checks: write" if "check" in doing else
+                    "pull-requests: read" if doing.startswith(("reading", "listing")) else "pull-requests: write")
             return PublishError(f"{doing}: 403 {message}; give the workflow `permissions: {need}` "
                                 "(fork pull requests never get write access)", permission=need)
         if exc.status == 404:
