@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from skillopt_ci.redact import redact_args
+
 MARKER = "<!-- skillopt-ci:gate -->"
 CHECK_NAME = "skillopt-ci gate"
 CHECK_TEXT_LIMIT = 65_535
@@ -88,6 +90,7 @@ class Publisher:
         issue = self._call("reading the pull request", self.repo.get_issue, number)
         return [label.name for label in self._call("reading labels", lambda: list(issue.get_labels()))]
 
+    @redact_args
     def upsert_comment(self, number: int, body: str, *, create: bool = True) -> str | None:
         """Edit the one sticky comment, or create it when ``create``; returns its URL (None when
         there was none and ``create`` is false). ``body`` must start with MARKER."""
@@ -103,6 +106,7 @@ class Publisher:
         comment = self._call("commenting on the pull request", issue.create_comment, body)
         return comment.html_url
 
+    @redact_args
     def check_run(self, head_sha: str, *, conclusion: str, title: str, summary: str,
                   annotations: list[Annotation], details_url: str | None = None) -> str:
         """A completed check run on ``head_sha``; returns its URL."""
