@@ -370,7 +370,22 @@ def demo(out: Path | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: one line for expected errors, a traceback only for bugs."""
+    """Entry point: one line for expected errors, a traceback only for bugs. Everything printed
+    passes through :class:`~skillopt_ci.redact.SafeStream`: no secret, no workflow command."""
+    import os
+
+    from skillopt_ci.redact import SECRETS, SafeStream
+
+    SECRETS.add_env(os.environ)
+    raw_out, raw_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(raw_out), SafeStream(raw_err)
+    try:
+        _run(argv)
+    finally:
+        sys.stdout, sys.stderr = raw_out, raw_err
+
+
+def _run(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="skillopt-ci", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from skillopt_ci.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.errors import InputError, RuntimeFailure
@@ -95,20 +94,8 @@ def manifest(config: Config, skill: Skill, suite: Suite, policy: TrainPolicy) ->
         "suite_hash": suite.hash,
         "policy": policy.to_dict(),
         "gate": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(config.gate).items()},
-        "models": {role: redact(spec.to_dict()) for role, spec in sorted(config.models.items())},
+        "models": {role: spec.to_dict() for role, spec in sorted(config.models.items())},
     }
-
-
-def redact(spec: dict[str, Any]) -> dict[str, Any]:
-    """A model spec safe to store: user:password in a base URL is replaced by ``***``."""
-    url = spec.get("base_url")
-    if url:
-        parts = urlsplit(url)
-        if parts.username or parts.password:
-            host = parts.hostname or ""
-            netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-            spec = {**spec, "base_url": urlunsplit(parts._replace(netloc=netloc))}
-    return spec
 
 
 def default_run_dir(config: Config, skill: Skill, ident: dict[str, Any]) -> Path:

@@ -35,6 +35,7 @@ from skillopt_ci.github.runner_files import append_summary, command, write_outpu
 from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env
 from skillopt_ci.markdown import escape_inline
 from skillopt_ci.models.registry import resolve_endpoint
+from skillopt_ci.redact import SECRETS
 from skillopt_ci.report import score_table
 from skillopt_ci.rundir import write_atomic, write_json_atomic
 from skillopt_ci.skill import load_skill
@@ -95,7 +96,9 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
                publisher_factory: Callable[[ActionSettings], Publisher] = default_publisher,
                session_options: dict[str, Any] | None = None) -> int:
     """The whole action; returns the exit code (0 ok, 1 gate failed, 2 bad input, 3 runtime)."""
+    SECRETS.add_env(env)
     settings = settings_from_env(env)
+    SECRETS.add(settings.token)
     ctx = Context(settings, out or sys.stdout, publisher_factory, dict(session_options or {}))
     flows = {"gate": gate_flow, "eval": eval_flow, "train": train_flow}
     try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillopt_ci.github.retry import RetryPolicy, call_with_retry
+from skillopt_ci.redact import redact_args
 
 MARKER = "<!-- skillopt-ci:gate -->"
 CHECK_NAME = "skillopt-ci gate"
@@ -103,6 +104,7 @@ class Publisher:
         issue = self._call("reading the pull request", self.repo.get_issue, number)
         return [label.name for label in self._call("reading labels", lambda: list(issue.get_labels()))]
 
+    @redact_args
     def upsert_comment(self, number: int, body: str, *, create: bool = True) -> str | None:
         """Edit the one sticky comment, or create it when ``create``; returns its URL (None when
         there was none and ``create`` is false). ``body`` must start with MARKER."""
@@ -133,6 +135,7 @@ class Publisher:
             self._call("deleting the outdated comment", stale.delete)
         return comment.html_url
 
+    @redact_args
     def check_run(self, head_sha: str, *, conclusion: str, title: str, summary: str,
                   annotations: list[Annotation], details_url: str | None = None) -> str:
         """A completed check run on ``head_sha``; returns its URL."""

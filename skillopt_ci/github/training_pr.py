@@ -25,6 +25,7 @@ from typing import Any
 
 from skillopt_ci.github.publisher import Publisher, PublishError, explain
 from skillopt_ci.github.retry import RetryPolicy, call_with_retry
+from skillopt_ci.redact import redact_args
 
 CHECK_NAME = "skillopt-ci train"
 LABELS = {
@@ -207,6 +208,7 @@ class TrainingProposer:
                     raise
 
 
+@redact_args
 def propose_training_pr(publisher: Publisher, *, skill_path: str, trained_text: str, title: str, body: str,
                         branch: str, labels: Sequence[str] = ("skillopt", "automated"), check_summary: str,
                         check_title: str, details_url: str | None = None,
