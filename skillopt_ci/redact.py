@@ -24,7 +24,7 @@ import functools
 import io
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 

@@ -17,7 +17,14 @@ from test_gate import SKILL, make_repo
 
 from conftest import run_cli, write_project
 from skillopt_ci.config import ModelSpec
-from skillopt_ci.redact import SECRETS, SafeStream, defuse_commands, redact, strip_userinfo, write_command
+from skillopt_ci.redact import (
+    SECRETS,
+    SafeStream,
+    defuse_commands,
+    redact,
+    strip_userinfo,
+    write_command,
+)
 from skillopt_ci.testing import FakeGitHub, ScriptedModelServer
 from skillopt_ci.testing.server import Fault
 from skillopt_ci.testing.triage import TriagePolicy
