@@ -216,7 +216,7 @@ async def evaluate(
             if attempts >= errors.min_attempts and failures / attempts > errors.max_error_rate:
                 halt_others()
                 raise RuntimeFailure(_abort_message(failures, attempts, latest.values()),
-                                     hint=_abort_hint(pool, latest.values(), run.path))
+                                     hint=_abort_hint(pool, latest.values(), _kept(run, latest.values())))
             if stop_when is not None and not stop and (reason := stop_when(latest)):
                 stop.append(reason)
                 halt_others()
@@ -235,7 +235,7 @@ async def evaluate(
         await asyncio.gather(*workers, return_exceptions=True)
         log.flush()
         progress.close()
-        if not _worth_keeping(latest.values()):
+        if _kept(run, latest.values()) is None:
             run.discard()
         raise
     log.flush()
@@ -259,14 +259,11 @@ async def evaluate(
     return EvalOutcome(summary=summary, results=results, run_dir=run.path)
 
 
-# Error kinds the abort hint fully explains (an unreachable endpoint, a bad key, a replay miss):
-# a run holding only these has nothing worth reading or resuming, so a new directory is removed.
-_SELF_EXPLAINED = frozenset({"connection", "timeout", "auth", "rate_limit", "replay_miss"})
-
-
-def _worth_keeping(results: Any) -> bool:
-    """Keep an aborted run that has a finished result, or an error the user should read."""
-    return any(r.ok or (r.error and r.error["kind"] not in _SELF_EXPLAINED) for r in results)
+def _kept(run: RunDir, results: Any) -> Path | None:
+    """Where an aborted run's results stay: a directory this process created is removed when
+    nothing in it was measured (a training step re-creates it on resume, possibly for another
+    candidate); then the abort message itself must carry the errors."""
+    return run.path if not run.created or any(r.ok for r in results) else None
 
 
 def _abort_message(failures: int, attempts: int, results: Any) -> str:
@@ -283,7 +280,7 @@ def _abort_message(failures: int, attempts: int, results: Any) -> str:
     return text
 
 
-def _abort_hint(pool: ModelPool, results: Any, run_path: Path) -> str:
+def _abort_hint(pool: ModelPool, results: Any, kept: Path | None) -> str:
     kinds = {r.error["kind"] for r in results if r.error}
     spec = pool.spec("target")
     if kinds & {"connection", "timeout"}:
@@ -295,4 +292,9 @@ def _abort_hint(pool: ModelPool, results: Any, run_path: Path) -> str:
         return "lower concurrency in skillopt.yml or raise models.target.max_retries"
     if kinds == {"replay_miss"}:
         return "record the answers first with --cache read-write; replay-only never calls the model"
-    return f"every error is in {run_path / 'results.jsonl'}; re-running the same command retries the failed rollouts"
+    if kept is not None:
+        return f"every error is in {kept / 'results.jsonl'}; re-running the same command retries the failed rollouts"
+    if "malformed" in kinds:
+        where = spec.base_url or f"the {spec.provider} endpoint"
+        return f"{where} did not answer like a model API (a web page or a proxy?): check models.target.base_url"
+    return "nothing was measured, so no run directory is kept; re-running the same command tries again"

@@ -11,6 +11,7 @@ import yaml
 
 from conftest import run_cli, write_project
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
+from skillopt_ci.testing import Fault
 
 BUG = "a bug in skillopt-ci"
 
@@ -98,10 +99,12 @@ def test_merge_out_pointing_at_a_file(project, tmp_path):
 
 
 def test_a_file_system_error_the_checks_miss_is_one_line(project, tmp_path):
-    """A path that passes the up-front check but fails when written (here /proc, writable to the
-    check as root or not) still ends in one line, never a traceback."""
-    res = run_cli("report", str(project), "--html", "/proc/self/no/such/report.html", cwd=project)
+    """A path that passes the up-front check but fails when written (here under /proc, which the
+    check may see as writable when run as root) still ends in one line, never a traceback."""
+    assert run_cli("eval", "ticket-triage", "--out", str(tmp_path / "run"), "--quiet", cwd=project).code == 0
+    res = run_cli("report", str(tmp_path / "run"), "--html", "/proc/self/no/such/report.html", cwd=project)
     assert res.code == 2 and "Traceback" not in res.err and BUG not in res.err
+    assert "/proc/self/no/such" in first_error(res.err)
 
 
 # --- item: not a git repository; skillopt.yml a directory -------------------------------------
@@ -140,19 +143,37 @@ class HtmlPortal(LoopbackService):
     handler_class = _HtmlHandler
 
 
-def test_abort_on_an_html_endpoint_quotes_the_error_and_keeps_the_results(tmp_path):
+def test_abort_on_an_html_endpoint_says_what_came_back(tmp_path):
+    """Nothing was measured, so no run directory is left behind, and the message itself carries
+    the count and the first error instead of pointing at a file that is gone."""
     with HtmlPortal() as portal:
-        project = write_project(tmp_path / "p", portal.url + "/v1", target={"max_retries": 0})
+        base_url = portal.url + "/v1"
+        project = write_project(tmp_path / "p", base_url, target={"max_retries": 0})
         out = tmp_path / "run"
         res = run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project)
     assert res.code == 3 and "Traceback" not in res.err
     line = first_error(res.err)
-    assert "aborted after" in line and "first error:" in line
-    errors = [json.loads(x)["error"] for x in (out / "results.jsonl").read_text().splitlines()]
-    assert errors and all(e is not None for e in errors)
-    kind = errors[0]["kind"]
-    assert f"{len(errors)} {kind}" in line  # the count of each kind
-    assert str(out / "results.jsonl") in line  # and the file it points to is there
+    assert "aborted after 10 of 10 rollouts failed (10 malformed)" in line
+    assert "first error: malformed:" in line and "Sign in to continue" in line
+    assert f"{base_url} did not answer like a model API" in line and "check models.target.base_url" in line
+    assert "results.jsonl" not in line and not out.exists()
+
+
+def test_abort_after_some_results_keeps_the_run_it_points_to(tmp_path, server):
+    project = write_project(tmp_path / "p", server.openai_base_url, target={"max_retries": 0}, concurrency=1,
+                            cache={"mode": "off"})
+    server.fault_plan = lambda request: Fault.malformed() if len(server.calls) >= 4 else None
+    out = tmp_path / "run"
+    res = run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project)
+    assert res.code == 3 and "Traceback" not in res.err
+    line = first_error(res.err)
+    assert "aborted after 6 of 10 rollouts failed (6 malformed); first error: malformed:" in line
+    assert str(out / "results.jsonl") in line
+    results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert sum(r["error"] is None for r in results) == 4 and sum(r["error"] is not None for r in results) == 6
+    server.fault_plan = None
+    again = run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project)
+    assert again.code == 0, again.err  # the same command resumes and retries the errored rollouts
 
 
 def test_git_is_a_real_repository_check(tmp_path):
