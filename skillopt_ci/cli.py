@@ -88,7 +88,9 @@ def load_project_config(state: State, model: str | None = None, base_url: str | 
 def init(directory: Path) -> None:
     """Scaffold skillopt.yml, an example skill and suite, and a workflow in DIRECTORY."""
     from skillopt_ci.scaffold import init_project
+    from skillopt_ci.writable import check_dir
 
+    check_dir(directory, "DIRECTORY")
     written = init_project(directory)
     for rel in written:
         click.echo(f"created {directory / rel}")

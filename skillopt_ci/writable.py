@@ -74,5 +74,5 @@ def os_error_message(exc: OSError) -> tuple[str, int] | None:
     reason = exc.strerror or type(exc).__name__
     target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
     code = EXIT_INPUT if exc.errno in _PATH_MISTAKES else EXIT_RUNTIME
-    hint = " (check the path: --out, --html, runs_dir or cache.path)" if code == EXIT_INPUT else ""
+    hint = " (check that path and the directories above it)" if code == EXIT_INPUT else ""
     return f"{target}: {reason}{hint}", code

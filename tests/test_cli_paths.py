@@ -183,3 +183,10 @@ def test_git_is_a_real_repository_check(tmp_path):
     from skillopt_ci.git import Git
 
     assert Git(tmp_path / "sub").top_level().resolve() == tmp_path.resolve()
+
+
+def test_init_into_a_file(tmp_path):
+    (tmp_path / "file").write_text("")
+    for target in (tmp_path / "file", tmp_path / "file" / "sub"):
+        res = run_cli("init", str(target), cwd=tmp_path)
+        assert_clean_input_error(res, "DIRECTORY", "file")
