@@ -100,10 +100,13 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
     ``footer`` are ours and inserted verbatim."""
     p = report.policy
     head = [header] if header else []
-    head.append(f"## skillopt-ci gate: {HEADLINES.get(report.verdict, report.verdict)}")
+    title = "compare" if report.mode == "compare" else "gate"
+    head.append(f"## skillopt-ci {title}: {HEADLINES.get(report.verdict, report.verdict)}")
     head.append("")
     compared = f"`{report.merge_base[:7]}` → `{report.head_sha[:7]}`" if report.head_ref != WORKTREE else \
         f"`{report.merge_base[:7]}` → working tree"
+    if report.mode == "compare":
+        compared = f"{escape_inline(report.base_ref, 200)} → {escape_inline(report.head_ref, 200)}"
     repeats = f", {p.repeats} repeats" if p.repeats else ""
     shard = f", shard {report.shard}" if report.shard else ""
     head.append(f"Split `{escape_inline(p.split, 40)}`{repeats}{shard}, paired on the same tasks · {compared} · "
@@ -121,7 +124,7 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
         head += ["", *notes]
     if report.overridden:
         head += ["", f"The label `{escape_inline(p.override_label, 60)}` is set: the regression is allowed, the check passes."]
-    elif report.failed:
+    elif report.failed and report.mode == "gate":
         head += ["", f"To merge anyway, add the label `{escape_inline(p.override_label, 60)}`."]
     tail = []
     spend = spend_table(report)

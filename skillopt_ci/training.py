@@ -118,7 +118,9 @@ def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], 
         write_json_atomic(run_dir / "config.json", {**ident, "budgets": vars(_budgets(config, request)),
                                                     "concurrency": config.concurrency, "cache": config.cache.mode})
         state = TrainState.load(run_dir) or TrainState()
-        if state.phase != "baseline" or state.versions:
+        if state.phase == "done":
+            log(f"{display_path(run_dir)} is already complete: reusing its result (pass --fresh to train again)")
+        elif state.phase != "baseline" or state.versions:
             log(f"resuming {display_path(run_dir)} at {state.phase} (epoch {state.epoch}, step {state.step})")
         trainer = Trainer(config, entry, skill, suite, session, run_dir, policy=policy,
                           budgets=_budgets(config, request), log=log)
