@@ -47,13 +47,17 @@ class Scenario:
     code: int = 0
     phrase: str = ""  # the first error line contains it (when code != 0)
     errored: int = 0  # errored results the faulty run records
-    leaks_until: int | None = None  # the echoed key still leaks until this issue item is merged
+
+    @property
+    def echoes_the_key(self) -> bool:
+        faults = [*self.queue, *self.task_faults.values(), *([self.every] if self.every else [])]
+        return any(f.kind == "echo_auth" for f in faults)
 
 
 SCENARIOS = [
-    Scenario("401-echo-every-call", every=I.echo_auth(), code=3, phrase="check the API key", leaks_until=1),
-    Scenario("401-echo-one-task", task_faults={"val-02": I.echo_auth()}, errored=1, leaks_until=1),
-    Scenario("403-echo-one-task", task_faults={"val-07": I.echo_auth(403)}, errored=1, leaks_until=1),
+    Scenario("401-echo-every-call", every=I.echo_auth(), code=3, phrase="check the API key"),
+    Scenario("401-echo-one-task", task_faults={"val-02": I.echo_auth()}, errored=1),
+    Scenario("403-echo-one-task", task_faults={"val-07": I.echo_auth(403)}, errored=1),
     Scenario("html-200-every-call", every=I.html(), code=3, phrase="unreadable response body"),
     Scenario("html-200-then-recovers", queue=(I.html(), I.html())),
     Scenario("malformed-json", queue=(I.malformed(),) * 4, errored=1),
@@ -71,7 +75,7 @@ SCENARIOS = [
         I.malformed(), I.truncate(), I.drop(), I.retry_after(30), I.status_error(529), I.html(),
     ), errored=2),
     Scenario("anthropic-401-echo-one-task", provider="anthropic",
-             task_faults={"val-04": I.echo_auth()}, errored=1, leaks_until=1),
+             task_faults={"val-04": I.echo_auth()}, errored=1),
 ]
 
 
@@ -167,8 +171,7 @@ def _check_run(scenario: Scenario, outcome: Outcome) -> None:
 def test_fault_scenario(scenario, tmp_path):
     outcome = play(scenario, tmp_path)
     _check_run(scenario, outcome)
-    if scenario.leaks_until is None:
-        assert_no_secret(tmp_path, outcome.out, outcome.err, outcome.resumed_err)
+    assert_no_secret(tmp_path, outcome.out, outcome.err, outcome.resumed_err)
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if "30s" in s.id], ids=lambda s: s.id)
@@ -179,12 +182,7 @@ def test_a_30s_server_wait_is_cut_short_by_our_own_limits(scenario, tmp_path):
     assert_no_secret(tmp_path, outcome.out, outcome.err, outcome.resumed_err)
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [pytest.param(s, marks=pytest.mark.xfail(reason=f"item {s.leaks_until}", strict=True))
-     for s in SCENARIOS if s.leaks_until is not None],
-    ids=lambda s: s.id,
-)
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.echoes_the_key], ids=lambda s: s.id)
 def test_an_echoed_key_reaches_no_output(scenario, tmp_path):
     """A provider that quotes the request's credentials in its error text: the key must not reach
     stdout, stderr, results.jsonl, report.md or any other file."""
@@ -197,7 +195,6 @@ def test_an_echoed_key_reaches_no_output(scenario, tmp_path):
     assert_no_secret(tmp_path, outcome.out, outcome.err, outcome.resumed_err, report.out, report.err)
 
 
-@pytest.mark.xfail(reason="item 1", strict=True)
 def test_compare_through_a_provider_that_echoes_the_key_leaks_nothing(tmp_path):
     scenario = Scenario("compare", task_faults={"val-03": I.echo_auth()})
     with ScriptedModelServer(TriagePolicy()) as server, FaultProxy(server.url, _plan(scenario)) as proxy:
@@ -211,7 +208,6 @@ def test_compare_through_a_provider_that_echoes_the_key_leaks_nothing(tmp_path):
     assert_no_secret(tmp_path, res.out, res.err)
 
 
-@pytest.mark.xfail(reason="item 13", strict=True)
 def test_an_aborted_run_keeps_the_file_its_message_points_at(tmp_path):
     scenario = next(s for s in SCENARIOS if s.id == "html-200-every-call")
     with ScriptedModelServer(TriagePolicy()) as server, FaultProxy(server.url, _plan(scenario)) as proxy:
