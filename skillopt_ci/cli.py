@@ -317,7 +317,12 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
     outcome = run_training(config, request, log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)),
                            session_options={"show_progress": False, "strict": strict, "assume_yes": assume_yes})
     if as_json:
-        click.echo(json.dumps(outcome.summary.to_dict(), indent=2))
+        from skillopt_ci.preflight import skill_warnings
+        from skillopt_ci.skill import load_skill
+
+        shown = display_path(outcome.entry.path)
+        warnings = [str(p) for p in skill_warnings(load_skill(outcome.entry.path, display=shown), shown, config.limits)]
+        click.echo(json.dumps({**outcome.summary.to_dict(), "warnings": warnings}, indent=2))
     else:
         click.echo(summary_table(outcome.summary))
         click.echo(f"\nbest skill: {display_path(outcome.run_dir / 'best_skill.md')}")

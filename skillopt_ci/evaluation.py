@@ -107,6 +107,7 @@ class EvalSession:
         # the command will make (a gate evaluates base and head), for the cost estimate.
         self.strict, self.assume_yes, self.estimate_runs = strict, assume_yes, estimate_runs
         self._said: set[str] = set()
+        self._warned: set[str] = set()  # by message: a training candidate repeats its skill's warnings
         self._estimated = False
         self._evaluated = 0
         self.cache = ResponseCache(config.cache.path, cache_mode or config.cache.mode)
@@ -167,11 +168,12 @@ class EvalSession:
     def _preflight(self, plan: EvalPlan, budgets: Budgets) -> None:
         """Print the plan's warnings (an error under --strict before anything ran), then refuse a
         first evaluation whose estimated cost exceeds the dollars left, unless --yes."""
-        problems = [p for p in plan_warnings(plan, self.config.limits) if f"warning: {p}" not in self._said]
+        problems = [p for p in plan_warnings(plan, self.config.limits) if p.message not in self._warned]
         if problems and self.strict and not self._evaluated:
             raise problems[0].to_error(hint=f"--strict makes warnings errors; {len(problems)} warning(s), "
                                             "run skillopt-ci validate to list them")
         for problem in problems:
+            self._warned.add(problem.message)
             self._say(f"warning: {problem}")
         if self._estimated or budgets.max_dollars is None:
             return

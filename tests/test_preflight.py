@@ -132,6 +132,22 @@ def test_published_skill_with_long_description_and_other_name_is_usable(project,
     assert strict.code == 2
 
 
+def test_train_prints_warnings_and_lists_them_in_json(tmp_path):
+    from test_train import train_project
+
+    from skillopt_ci.testing import ScriptedModelServer
+    from skillopt_ci.testing.sim_models import SimulatedModels
+
+    with ScriptedModelServer(SimulatedModels()) as sim:
+        project = train_project(tmp_path / "p", sim.openai_base_url, train={"epochs": 1})
+        set_front_matter(project, "name: ticket-triage", "name: Ticket-Triage")
+        set_config(project, skills=[{"name": "ticket-triage", "path": SKILL, "suite": SUITE}])
+        res = run_cli("train", "--skill", "ticket-triage", "--quiet", "--json", cwd=project)
+    assert res.code == 0, res.err
+    assert res.err.count("breaks the Agent Skills rule") == 1  # once, though every candidate carries it
+    assert any("'Ticket-Triage' breaks the Agent Skills rule" in w for w in json.loads(res.out)["warnings"])
+
+
 # ---- item 8: an unquoted `off` ------------------------------------------------------------------------
 
 def test_unquoted_cache_mode_off_as_the_readme_documents_it(project):
