@@ -17,7 +17,6 @@ import click
 
 from skillopt_ci import __version__
 from skillopt_ci.errors import EXIT_INPUT, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
-from skillopt_ci.names import run_dir_name
 from skillopt_ci.paths import display_path
 
 
@@ -38,13 +37,33 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
     ctx.obj = State(config_path)
 
 
+def config_path(state: State) -> Path | None:
+    """--config, else the nearest skillopt.yml in . or above; None when there is none. A
+    skillopt.yml that is not a file (a directory) is an error, not "no skillopt.yml"."""
+    from skillopt_ci.config import CONFIG_NAME
+
+    if state.config_path is not None:
+        if state.config_path.is_dir():
+            raise InputError("--config is a directory; it must name a YAML file", where=str(state.config_path))
+        if not state.config_path.is_file():
+            raise InputError("config file not found", where=str(state.config_path))
+        return state.config_path
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+        if candidate.exists():
+            raise InputError("is a directory, not a config file", where=display_path(candidate),
+                             hint="the config must be a YAML file: move that directory away, or pass --config FILE")
+    return None
+
+
 def load_project_config(state: State, model: str | None = None, base_url: str | None = None) -> Any:
     """The config from --config or skillopt.yml, with --model/--base-url overriding the target."""
-    from skillopt_ci.config import ModelSpec, default_config, find_config, load_config
+    from skillopt_ci.config import ModelSpec, default_config, load_config
 
-    path = state.config_path or find_config()
-    if state.config_path and not state.config_path.is_file():
-        raise InputError("config file not found", where=str(state.config_path))
+    path = config_path(state)
     override = None
     if model:
         provider, sep, name = model.partition(":")
@@ -69,7 +88,9 @@ def load_project_config(state: State, model: str | None = None, base_url: str | 
 def init(directory: Path) -> None:
     """Scaffold skillopt.yml, an example skill and suite, and a workflow in DIRECTORY."""
     from skillopt_ci.scaffold import init_project
+    from skillopt_ci.writable import check_dir
 
+    check_dir(directory, "DIRECTORY")
     had_gitignore = (directory / ".gitignore").is_file()
     written = init_project(directory)
     for rel in written:
@@ -83,10 +104,9 @@ def init(directory: Path) -> None:
 @click.pass_obj
 def validate(state: State, strict: bool) -> None:
     """Check the config, every suite and every skill; list all problems (and warnings) at once."""
-    from skillopt_ci.config import find_config
     from skillopt_ci.validate import validate_project
 
-    path = state.config_path or find_config()
+    path = config_path(state)
     if path is None:
         raise InputError("no skillopt.yml in this directory or above", hint="run skillopt-ci init or pass --config")
     config, problems = validate_project(path, display=display_path(path))
@@ -132,6 +152,7 @@ def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: 
     if concurrency:
         config = replace(config, concurrency=concurrency)
     skill_path, suite_path = resolve_skill(config, skill, suite)
+    check_out(config, out)
     request = EvalRequest(skill=skill_path, suite=suite_path, split=split, repeats=repeats, out=out, fresh=fresh,
                           threshold=threshold, cache_mode=cache_mode, shard=parse_shard(shard), strict=strict,
                           assume_yes=assume_yes)
@@ -148,6 +169,16 @@ def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: 
         click.echo(f"\nrun: {outcome.run_dir}")
     click.echo(("ok: " if code == EXIT_OK else "fail: ") + verdict, err=True)
     sys.exit(code)
+
+
+def check_out(config: Any, out: Path | None) -> None:
+    """Fail before any paid work when the run directory (--out, else runs_dir) cannot be written."""
+    from skillopt_ci.writable import check_dir
+
+    if out is not None:
+        check_dir(out, "--out")
+    else:
+        check_dir(config.runs_dir, "runs_dir (skillopt.yml)")
 
 
 def resolve_skill(config: Any, skill: str, suite: Path | None) -> tuple[Path, Path]:
@@ -203,7 +234,9 @@ def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = Fals
 @click.option("--suite", type=click.Path(path_type=Path), required=True, help="Suite directory.")
 @click.option("--split", help="Split (default: gate.split, val).")
 @click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task and side.")
-@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir; re-running resumes).")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir, named by the "
+              "content of both skills and the suite; re-running resumes).")
+@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
 @click.option("--shard", help="Compare on one stable slice of the tasks, i/n.")
 @click.option("--model", help="Target model as provider:model, overriding skillopt.yml.")
 @click.option("--base-url", help="Base URL for --model.")
@@ -214,16 +247,19 @@ def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = Fals
 @click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def compare(state: State, base_skill: Path, head_skill: Path, suite: Path, split: str | None, repeats: int | None,
-            out: Path | None, shard: str | None, model: str | None, base_url: str | None, cache_mode: str | None,
-            as_json: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
+            out: Path | None, fresh: bool, shard: str | None, model: str | None, base_url: str | None,
+            cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
     """Paired comparison of two skill files on the same tasks; exit 1 when the head regresses."""
     from skillopt_ci.gate import run_compare
+    from skillopt_ci.run_names import compare_run_dir
     from skillopt_ci.shard import parse_shard
 
     config = _with_gate(load_project_config(state, model, base_url), split, repeats)
-    out = out or config.runs_dir / run_dir_name("compare", base_skill.stem, head_skill.stem, config.gate.split)
+    shard_spec = parse_shard(shard)
+    check_out(config, out)
+    out = out or compare_run_dir(config, base_skill, head_skill, suite, shard_spec)
     with _session(config, cache_mode, quiet, strict, assume_yes) as session:
-        report = run_compare(config, session, base_skill, head_skill, suite, out, shard=parse_shard(shard))
+        report = run_compare(config, session, base_skill, head_skill, suite, out, shard=shard_spec, fresh=fresh)
     _finish_gate(report, out, as_json)
 
 
@@ -238,7 +274,9 @@ def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
 @click.option("--skill", "skills", multiple=True, help="Only these configured skills (repeatable).")
 @click.option("--split", help="Split (default: gate.split, val).")
 @click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task and side.")
-@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir).")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir, named by the "
+              "commits or working-tree content compared; re-running resumes).")
+@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
 @click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
@@ -248,23 +286,24 @@ def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
 @click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple[str, ...], split: str | None,
-         repeats: int | None, out: Path | None, shard: str | None, cache_mode: str | None, as_json: bool,
-         as_markdown: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
+         repeats: int | None, out: Path | None, fresh: bool, shard: str | None, cache_mode: str | None,
+         as_json: bool, as_markdown: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
     """Evaluate base and head of every changed skill on held-out tasks; exit 1 on a regression."""
     from skillopt_ci.gate import default_base_ref, run_gate
     from skillopt_ci.git import Git
+    from skillopt_ci.run_names import gate_run_dir
     from skillopt_ci.shard import parse_shard
 
     config = _with_gate(load_project_config(state), split, repeats)
     git = Git(config.root)
+    git.top_level()  # outside a repository, say so before any ref is looked up
     base_ref = base_ref or default_base_ref(git)
-    if out is None:
-        head_name = head_ref or "worktree"
-        suffix = f"-shard{shard.replace('/', 'of')}" if shard else ""
-        out = config.runs_dir / (run_dir_name("gate", git.resolve(base_ref)[:8], head_name) + suffix)
+    shard_spec = parse_shard(shard)
+    check_out(config, out)
+    out = out or gate_run_dir(config, git, base_ref, head_ref, shard_spec, skills)
     with _session(config, cache_mode, quiet, strict, assume_yes) as session:
-        report = run_gate(config, git, session, out, base_ref=base_ref, head_ref=head_ref, shard=parse_shard(shard),
-                          only=skills)
+        report = run_gate(config, git, session, out, base_ref=base_ref, head_ref=head_ref, shard=shard_spec,
+                          only=skills, fresh=fresh)
     _finish_gate(report, out, as_json, as_markdown)
 
 
@@ -277,7 +316,9 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
     from skillopt_ci.merge import kind_of, merge_eval_runs, merge_gate_runs
     from skillopt_ci.report import eval_report, score_table
     from skillopt_ci.rundir import write_atomic
+    from skillopt_ci.writable import check_dir
 
+    check_dir(out, "--out")
     kinds = {kind_of(d) for d in dirs}
     if len(kinds) > 1:
         raise InputError("cannot merge eval runs with gate runs", hint="pass the shard directories of one job")
@@ -311,6 +352,7 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
     from skillopt_ci.training import TrainRequest, run_training
 
     config = load_project_config(state)
+    check_out(config, out)
     request = TrainRequest(skill=skill, out=out, fresh=fresh, epochs=epochs, batch_size=batch_size,
                            max_tokens=budget_tokens, max_dollars=budget_dollars, max_wall_seconds=budget_seconds,
                            cache_mode=cache_mode)
@@ -341,7 +383,9 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
 def report(run_dir: Path, html_file: Path) -> None:
     """Write one self-contained HTML report (no network requests) for an eval, gate or training run."""
     from skillopt_ci.viewer.report import write_html_report
+    from skillopt_ci.writable import check_file
 
+    check_file(html_file, "--html")
     size = write_html_report(run_dir, html_file)
     click.echo(f"wrote {display_path(html_file)} ({size / 1024:.0f} KiB)")
 
@@ -356,11 +400,11 @@ def view(state: State, directory: Path | None, host: str, port: int) -> None:
     runs in progress update themselves. Ctrl-C stops."""
     import threading
 
-    from skillopt_ci.config import find_config, load_config
+    from skillopt_ci.config import load_config
     from skillopt_ci.viewer.server import ViewerServer
 
     if directory is None:
-        path = state.config_path or find_config()
+        path = config_path(state)
         directory = load_config(path).runs_dir if path else Path(".skillopt/runs")
     if not directory.is_dir():
         raise InputError("no such directory", where=str(directory), hint="run an eval, gate or train first, or pass DIRECTORY")
@@ -392,12 +436,30 @@ def action() -> None:
 def demo(out: Path | None) -> None:
     """Offline demo: evaluate the bundled example on a simulated model (no key, no network)."""
     from skillopt_ci.demo import run_demo
+    from skillopt_ci.writable import check_dir
 
+    if out is not None:
+        check_dir(out, "--out")
     run_demo(out, echo=click.echo)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: one line for expected errors, a traceback only for bugs."""
+    """Entry point: one line for expected errors, a traceback only for bugs. Everything printed
+    passes through :class:`~skillopt_ci.redact.SafeStream`: no secret, no workflow command."""
+    import os
+
+    from skillopt_ci.redact import SECRETS, SafeStream
+
+    SECRETS.add_env(os.environ)
+    raw_out, raw_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(raw_out), SafeStream(raw_err)
+    try:
+        _run(argv)
+    finally:
+        sys.stdout, sys.stderr = raw_out, raw_err
+
+
+def _run(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="skillopt-ci", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -416,6 +478,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_RUNTIME)
     except BrokenPipeError:
         sys.exit(EXIT_OK)
+    except OSError as exc:
+        from skillopt_ci.writable import os_error_message
+
+        known = os_error_message(exc)
+        if known is None:
+            traceback.print_exc()
+            click.echo("error: unexpected failure (a bug in skillopt-ci; please report it with the traceback above)",
+                       err=True)
+            sys.exit(EXIT_RUNTIME)
+        click.echo(f"error: {known[0]}", err=True)
+        sys.exit(known[1])
     except Exception:
         traceback.print_exc()
         click.echo("error: unexpected failure (a bug in skillopt-ci; please report it with the traceback above)", err=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from skillopt_ci.errors import InputError
 from skillopt_ci.names import NAME_RULE, name_problem
+from skillopt_ci.redact import strip_userinfo
 from skillopt_ci.yamlfile import Problem, YamlDoc, load_yaml, schema_problems
 
 CONFIG_NAME = "skillopt.yml"
@@ -50,11 +51,14 @@ class ModelSpec:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything but secrets (there are none here: keys are only named, never stored)."""
+        """Everything but secrets: keys are only named, never stored, and user-info in the base URL
+        (``https://user:password@host``) is left out."""
         out: dict[str, Any] = {"provider": self.provider, "model": self.model, "params": dict(self.params)}
         for key in ("base_url", "api_key_env", "api_version"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
+        if "base_url" in out:
+            out["base_url"] = strip_userinfo(out["base_url"])
         return out
 
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from skillopt_ci.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.errors import InputError, RuntimeFailure
@@ -96,20 +95,8 @@ def manifest(config: Config, skill: Skill, suite: Suite, policy: TrainPolicy) ->
         "suite_hash": suite.hash,
         "policy": policy.to_dict(),
         "gate": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(config.gate).items()},
-        "models": {role: redact(spec.to_dict()) for role, spec in sorted(config.models.items())},
+        "models": {role: spec.to_dict() for role, spec in sorted(config.models.items())},
     }
-
-
-def redact(spec: dict[str, Any]) -> dict[str, Any]:
-    """A model spec safe to store: user:password in a base URL is replaced by ``***``."""
-    url = spec.get("base_url")
-    if url:
-        parts = urlsplit(url)
-        if parts.username or parts.password:
-            host = parts.hostname or ""
-            netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-            spec = {**spec, "base_url": urlunsplit(parts._replace(netloc=netloc))}
-    return spec
 
 
 def default_run_dir(config: Config, skill: Skill, ident: dict[str, Any]) -> Path:
@@ -132,7 +119,9 @@ def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], 
         write_json_atomic(run_dir / "config.json", {**ident, "budgets": vars(_budgets(config, request)),
                                                     "concurrency": config.concurrency, "cache": config.cache.mode})
         state = TrainState.load(run_dir) or TrainState()
-        if state.phase != "baseline" or state.versions:
+        if state.phase == "done":
+            log(f"{display_path(run_dir)} is already complete: reusing its result (pass --fresh to train again)")
+        elif state.phase != "baseline" or state.versions:
             log(f"resuming {display_path(run_dir)} at {state.phase} (epoch {state.epoch}, step {state.step})")
         trainer = Trainer(config, entry, skill, suite, session, run_dir, policy=policy,
                           budgets=_budgets(config, request), log=log)
