@@ -91,16 +91,19 @@ def init(directory: Path) -> None:
     from skillopt_ci.writable import check_dir
 
     check_dir(directory, "DIRECTORY")
+    had_gitignore = (directory / ".gitignore").is_file()
     written = init_project(directory)
     for rel in written:
-        click.echo(f"created {directory / rel}")
+        updated = rel == ".gitignore" and had_gitignore
+        click.echo(f"{'added .skillopt/ to' if updated else 'created'} {directory / rel}")
     click.echo("next: skillopt-ci validate, then skillopt-ci eval ticket-triage (needs OPENAI_API_KEY), or skillopt-ci demo")
 
 
 @cli.command()
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
 @click.pass_obj
-def validate(state: State) -> None:
-    """Check the config, every suite and every skill; list all problems at once."""
+def validate(state: State, strict: bool) -> None:
+    """Check the config, every suite and every skill; list all problems (and warnings) at once."""
     from skillopt_ci.validate import validate_project
 
     path = config_path(state)
@@ -108,12 +111,14 @@ def validate(state: State) -> None:
         raise InputError("no skillopt.yml in this directory or above", hint="run skillopt-ci init or pass --config")
     config, problems = validate_project(path, display=display_path(path))
     for problem in problems:
-        click.echo(f"error: {problem}", err=True)
-    if problems:
-        click.echo(f"{len(problems)} problem(s) found", err=True)
+        click.echo(f"{'warning' if problem.is_warning else 'error'}: {problem}", err=True)
+    errors = [p for p in problems if strict or not p.is_warning]
+    if errors:
+        click.echo(f"{len(errors)} problem(s) found" + (" (--strict: warnings count)" if strict else ""), err=True)
         sys.exit(EXIT_INPUT)
     n = len(config.skills) if config else 0
-    click.echo(f"ok: {path} with {n} skill(s) and their suites are valid")
+    warned = f", with {len(problems)} warning(s)" if problems else ""
+    click.echo(f"ok: {path} with {n} skill(s) and their suites are valid{warned}")
 
 
 @cli.command(name="eval")
@@ -129,12 +134,15 @@ def validate(state: State) -> None:
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]), help="Response cache mode.")
 @click.option("--concurrency", type=click.IntRange(1, 512), help="Model calls in flight.")
 @click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
-@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the table.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json (plus the input warnings) instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
+@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: int | None, out: Path | None,
              fresh: bool, threshold: float | None, model: str | None, base_url: str | None, cache_mode: str | None,
-             concurrency: int | None, shard: str | None, as_json: bool, quiet: bool) -> None:
+             concurrency: int | None, shard: str | None, as_json: bool, quiet: bool, strict: bool,
+             assume_yes: bool) -> None:
     """Evaluate SKILL (a file, or a skill name from skillopt.yml) on a suite split."""
     from skillopt_ci.evaluation import EvalRequest, run_eval, threshold_verdict
     from skillopt_ci.report import score_table
@@ -146,11 +154,16 @@ def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: 
     skill_path, suite_path = resolve_skill(config, skill, suite)
     check_out(config, out)
     request = EvalRequest(skill=skill_path, suite=suite_path, split=split, repeats=repeats, out=out, fresh=fresh,
-                          threshold=threshold, cache_mode=cache_mode, shard=parse_shard(shard))
+                          threshold=threshold, cache_mode=cache_mode, shard=parse_shard(shard), strict=strict,
+                          assume_yes=assume_yes)
     outcome = run_eval(config, request, show_progress=not quiet)
     code, verdict = threshold_verdict(outcome.summary, threshold)
     if as_json:
-        click.echo(json.dumps(outcome.summary.to_dict(), indent=2))
+        from skillopt_ci.evaluation import prepare
+        from skillopt_ci.preflight import plan_warnings
+
+        warnings = [str(p) for p in plan_warnings(prepare(request), config.limits)]
+        click.echo(json.dumps({**outcome.summary.to_dict(), "warnings": warnings}, indent=2))
     else:
         click.echo(score_table([outcome.summary]))
         click.echo(f"\nrun: {outcome.run_dir}")
@@ -187,10 +200,12 @@ def resolve_skill(config: Any, skill: str, suite: Path | None) -> tuple[Path, Pa
     return path, suite
 
 
-def _session(config: Any, cache_mode: str | None, quiet: bool) -> Any:
+def _session(config: Any, cache_mode: str | None, quiet: bool, strict: bool = False, assume_yes: bool = False) -> Any:
+    """The session of a gate or compare: base and head are evaluated, so the estimate counts two."""
     from skillopt_ci.evaluation import EvalSession
 
-    return EvalSession(config, cache_mode=cache_mode, show_progress=not quiet)
+    return EvalSession(config, cache_mode=cache_mode, show_progress=not quiet, strict=strict, assume_yes=assume_yes,
+                       estimate_runs=2)
 
 
 def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = False) -> None:
@@ -228,10 +243,12 @@ def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = Fals
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
+@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def compare(state: State, base_skill: Path, head_skill: Path, suite: Path, split: str | None, repeats: int | None,
             out: Path | None, fresh: bool, shard: str | None, model: str | None, base_url: str | None,
-            cache_mode: str | None, as_json: bool, quiet: bool) -> None:
+            cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
     """Paired comparison of two skill files on the same tasks; exit 1 when the head regresses."""
     from skillopt_ci.gate import run_compare
     from skillopt_ci.run_names import compare_run_dir
@@ -241,7 +258,7 @@ def compare(state: State, base_skill: Path, head_skill: Path, suite: Path, split
     shard_spec = parse_shard(shard)
     check_out(config, out)
     out = out or compare_run_dir(config, base_skill, head_skill, suite, shard_spec)
-    with _session(config, cache_mode, quiet) as session:
+    with _session(config, cache_mode, quiet, strict, assume_yes) as session:
         report = run_compare(config, session, base_skill, head_skill, suite, out, shard=shard_spec, fresh=fresh)
     _finish_gate(report, out, as_json)
 
@@ -265,10 +282,12 @@ def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print report.md (e.g. >> $GITHUB_STEP_SUMMARY).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
+@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple[str, ...], split: str | None,
          repeats: int | None, out: Path | None, fresh: bool, shard: str | None, cache_mode: str | None,
-         as_json: bool, as_markdown: bool, quiet: bool) -> None:
+         as_json: bool, as_markdown: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
     """Evaluate base and head of every changed skill on held-out tasks; exit 1 on a regression."""
     from skillopt_ci.gate import default_base_ref, run_gate
     from skillopt_ci.git import Git
@@ -282,7 +301,7 @@ def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple
     shard_spec = parse_shard(shard)
     check_out(config, out)
     out = out or gate_run_dir(config, git, base_ref, head_ref, shard_spec, skills)
-    with _session(config, cache_mode, quiet) as session:
+    with _session(config, cache_mode, quiet, strict, assume_yes) as session:
         report = run_gate(config, git, session, out, base_ref=base_ref, head_ref=head_ref, shard=shard_spec,
                           only=skills, fresh=fresh)
     _finish_gate(report, out, as_json, as_markdown)
@@ -322,10 +341,12 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
+@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int | None, batch_size: int | None,
           budget_tokens: int | None, budget_dollars: float | None, budget_seconds: float | None,
-          cache_mode: str | None, as_json: bool, quiet: bool) -> None:
+          cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
     """Train a skill: rollout, reflect, edit, keep only what beats it on validation."""
     from skillopt_ci.train_report import summary_table
     from skillopt_ci.training import TrainRequest, run_training
@@ -336,9 +357,14 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
                            max_tokens=budget_tokens, max_dollars=budget_dollars, max_wall_seconds=budget_seconds,
                            cache_mode=cache_mode)
     outcome = run_training(config, request, log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)),
-                           session_options={"show_progress": False})
+                           session_options={"show_progress": False, "strict": strict, "assume_yes": assume_yes})
     if as_json:
-        click.echo(json.dumps(outcome.summary.to_dict(), indent=2))
+        from skillopt_ci.preflight import skill_warnings
+        from skillopt_ci.skill import load_skill
+
+        shown = display_path(outcome.entry.path)
+        warnings = [str(p) for p in skill_warnings(load_skill(outcome.entry.path, display=shown), shown, config.limits)]
+        click.echo(json.dumps({**outcome.summary.to_dict(), "warnings": warnings}, indent=2))
     else:
         click.echo(summary_table(outcome.summary))
         click.echo(f"\nbest skill: {display_path(outcome.run_dir / 'best_skill.md')}")

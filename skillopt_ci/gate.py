@@ -334,6 +334,7 @@ def regressed_examples(comparison: Comparison, base: Sequence[TaskResult],
 def run_compare(config: Config, session: EvalSession, base_path: Path, head_path: Path, suite_path: Path,
                 out: Path, *, shard: Shard | None = None, fresh: bool = False) -> GateReport:
     """``skillopt-ci compare``: the gate's paired comparison for two skill files."""
+    from skillopt_ci.names import slug
     from skillopt_ci.paths import display_path
     from skillopt_ci.skill import load_skill
 
@@ -344,11 +345,10 @@ def run_compare(config: Config, session: EvalSession, base_path: Path, head_path
     head_plan = make_plan(head_skill, suite, policy.split, policy.repeats, shard)
     base_plan = make_plan(base_skill, suite, policy.split, policy.repeats, shard)
     all_ids = tuple(t.id for t in suite.tasks(policy.split))
-    head_run = session.evaluate(head_plan, out / head_skill.name / "head", fresh=fresh,
-                                label=f"compare {head_skill.name} head")
-    base_run = session.evaluate(base_plan, out / head_skill.name / "base", fresh=fresh,
-                                label=f"compare {head_skill.name} base")
-    change = SkillChange(head_skill.name, display_path(head_path), suite.display, "modified", display_path(base_path))
+    name = slug(head_skill.name)  # a file's stem may be anything; it names a directory here
+    head_run = session.evaluate(head_plan, out / name / "head", fresh=fresh, label=f"compare {name} head")
+    base_run = session.evaluate(base_plan, out / name / "base", fresh=fresh, label=f"compare {name} base")
+    change = SkillChange(name, display_path(head_path), suite.display, "modified", display_path(base_path))
     verdict = decide(change, base_run.results, head_run.results, [t.id for t in head_plan.tasks], policy,
                      base_run.summary, head_run.summary, all_ids)
     report = GateReport(base_ref=display_path(base_path), head_ref=display_path(head_path), base_sha=base_skill.hash,

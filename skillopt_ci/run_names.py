@@ -19,6 +19,7 @@ from skillopt_ci.config import Config
 from skillopt_ci.errors import InputError
 from skillopt_ci.gate import resolve_changes
 from skillopt_ci.git import Git
+from skillopt_ci.names import run_dir_name
 from skillopt_ci.paths import display_path
 from skillopt_ci.shard import Shard
 from skillopt_ci.skill import load_skill
@@ -45,7 +46,7 @@ def compare_run_dir(config: Config, base_path: Path, head_path: Path, suite_path
     suite = load_suite(suite_path, display=display_path(suite_path))
     key = run_key({"kind": "compare", "base": base.hash, "head": head.hash, "suite": suite.hash,
                    **_common(config, shard)})
-    return config.runs_dir / f"compare-{head.name}-{config.gate.split}-{key}"
+    return config.runs_dir / run_dir_name("compare", head.name, config.gate.split, key)
 
 
 def gate_run_dir(config: Config, git: Git, base_ref: str, head_ref: str | None, shard: Shard | None,

@@ -16,7 +16,8 @@ from typing import Any
 
 from skillopt_ci.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.errors import InputError, RuntimeFailure
-from skillopt_ci.evaluation import EvalSession
+from skillopt_ci.evaluation import EvalSession, make_plan
+from skillopt_ci.names import run_dir_name
 from skillopt_ci.paths import display_path
 from skillopt_ci.rundir import RunDir, write_atomic, write_json_atomic
 from skillopt_ci.skill import Skill, load_skill
@@ -100,7 +101,7 @@ def manifest(config: Config, skill: Skill, suite: Suite, policy: TrainPolicy) ->
 
 def default_run_dir(config: Config, skill: Skill, ident: dict[str, Any]) -> Path:
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
-    return config.runs_dir / f"train-{skill.name}-{key}"
+    return config.runs_dir / run_dir_name("train", skill.name, key)
 
 
 def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], None] = print,
@@ -111,7 +112,7 @@ def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], 
     run_dir = request.out or default_run_dir(config, skill, ident)
     options = {"cache_mode": request.cache_mode, **(session_options or {})}
     with EvalSession(config, **options) as session:
-        session.check(suite)
+        session.check(suite, make_plan(skill, suite, "val", policy.repeats), _budgets(config, request))
         session.pool.check_credentials("optimizer")
         run = RunDir(run_dir)
         run.open(ident, fresh=request.fresh)

@@ -35,6 +35,7 @@ from skillopt_ci.github.runner_files import append_summary, command, write_outpu
 from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env
 from skillopt_ci.markdown import escape_inline
 from skillopt_ci.models.registry import resolve_endpoint
+from skillopt_ci.names import run_dir_name
 from skillopt_ci.redact import SECRETS
 from skillopt_ci.report import score_table
 from skillopt_ci.rundir import write_atomic, write_json_atomic
@@ -282,7 +283,7 @@ def eval_flow(ctx: Context) -> int:
             skill = load_skill(entry.path, display=entry.name)
             suite = load_suite(entry.suite, display=entry.name)
             plan = make_plan(skill, suite, config.gate.split, config.gate.repeats)
-            out = config.runs_dir / f"scheduled-{entry.name}-{skill.hash[:12]}"
+            out = config.runs_dir / run_dir_name("scheduled", entry.name, skill.hash[:12])
             ctx.run_dirs.append(out)
             outcome = session.evaluate(plan, out)
             summaries.append(outcome.summary)
@@ -300,6 +301,7 @@ def train_flow(ctx: Context) -> int:
     """Nightly training: train each configured skill (or the named ones); when the best skill
     beats the current one on validation and holds on test, open or update its pull request."""
     from skillopt_ci.github.training_pr import TrainingPRIncomplete, propose_training_pr
+    from skillopt_ci.names import training_branch
     from skillopt_ci.train_pr_body import render_training_check, render_training_pr
     from skillopt_ci.train_report import summary_table
     from skillopt_ci.training import TrainRequest, run_training
@@ -334,7 +336,7 @@ def train_flow(ctx: Context) -> int:
             try:
                 pr = propose_training_pr(
                     publisher, skill_path=outcome.entry.path.resolve().relative_to(top).as_posix(),
-                    trained_text=outcome.best_text, title=title, body=body, branch=f"skillopt/train/{entry.name}",
+                    trained_text=outcome.best_text, title=title, body=body, branch=training_branch(entry.name),
                     labels=config.train.labels, check_summary=check_summary, check_title=check_title,
                     details_url=s.run_url)
             except TrainingPRIncomplete as exc:  # the PR exists; labels or the check run failed

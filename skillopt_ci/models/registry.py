@@ -81,6 +81,15 @@ def _resolve(spec: ModelSpec, env: Mapping[str, str] | None) -> Endpoint:
     )
 
 
+def base_url_of(spec: ModelSpec, env: Mapping[str, str] | None = None) -> str | None:
+    """The URL ``spec`` would call (configured, else the provider's environment variable), without
+    needing its key; ``None`` means the provider's public endpoint."""
+    env = os.environ if env is None else env
+    variable = {"openai": "OPENAI_BASE_URL", "openai-compatible": "OPENAI_BASE_URL",
+                "anthropic": "ANTHROPIC_BASE_URL", "azure-openai": "AZURE_OPENAI_ENDPOINT"}.get(spec.provider)
+    return spec.base_url or (env.get(variable, "").strip() if variable else "") or None
+
+
 BackendFactory = Callable[[Endpoint, ModelSpec], Backend]
 
 
