@@ -20,6 +20,7 @@ from typing import Any
 
 from skillopt_ci.errors import InputError
 from skillopt_ci.models.base import Completion, Message, Usage
+from skillopt_ci.writable import check_file
 
 MODES = ("read-write", "refresh", "off", "replay-only")
 
@@ -71,7 +72,15 @@ class ResponseCache:
 
     @staticmethod
     def _open(path: Path) -> sqlite3.Connection:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        elsewhere = "set cache.path in skillopt.yml to a file in a writable place, or pass --cache off"
+        try:
+            check_file(path, "cache.path")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except InputError as exc:
+            raise InputError(exc.message, where=str(path), hint=elsewhere) from None
+        except OSError as exc:
+            raise InputError(f"cannot create the directory for cache.path: {exc.strerror}", where=str(path),
+                             hint=elsewhere) from None
         try:
             db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
@@ -85,6 +94,9 @@ class ResponseCache:
                     db.execute(f"PRAGMA user_version={number}")
                 db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
+            if "unable to open" in str(exc) or "readonly" in str(exc):  # a path problem, not a bad file
+                raise InputError(f"cannot open the response cache for writing: {exc}", where=str(path),
+                                 hint=elsewhere) from None
             raise InputError(
                 f"cannot open the response cache: {exc}", where=str(path), hint="delete the file or set cache.mode: off"
             ) from None

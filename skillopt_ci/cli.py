@@ -37,13 +37,33 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
     ctx.obj = State(config_path)
 
 
+def config_path(state: State) -> Path | None:
+    """--config, else the nearest skillopt.yml in . or above; None when there is none. A
+    skillopt.yml that is not a file (a directory) is an error, not "no skillopt.yml"."""
+    from skillopt_ci.config import CONFIG_NAME
+
+    if state.config_path is not None:
+        if state.config_path.is_dir():
+            raise InputError("--config is a directory; it must name a YAML file", where=str(state.config_path))
+        if not state.config_path.is_file():
+            raise InputError("config file not found", where=str(state.config_path))
+        return state.config_path
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+        if candidate.exists():
+            raise InputError("is a directory, not a config file", where=display_path(candidate),
+                             hint="the config must be a YAML file: move that directory away, or pass --config FILE")
+    return None
+
+
 def load_project_config(state: State, model: str | None = None, base_url: str | None = None) -> Any:
     """The config from --config or skillopt.yml, with --model/--base-url overriding the target."""
-    from skillopt_ci.config import ModelSpec, default_config, find_config, load_config
+    from skillopt_ci.config import ModelSpec, default_config, load_config
 
-    path = state.config_path or find_config()
-    if state.config_path and not state.config_path.is_file():
-        raise InputError("config file not found", where=str(state.config_path))
+    path = config_path(state)
     override = None
     if model:
         provider, sep, name = model.partition(":")
@@ -68,31 +88,37 @@ def load_project_config(state: State, model: str | None = None, base_url: str | 
 def init(directory: Path) -> None:
     """Scaffold skillopt.yml, an example skill and suite, and a workflow in DIRECTORY."""
     from skillopt_ci.scaffold import init_project
+    from skillopt_ci.writable import check_dir
 
+    check_dir(directory, "DIRECTORY")
+    had_gitignore = (directory / ".gitignore").is_file()
     written = init_project(directory)
     for rel in written:
-        click.echo(f"created {directory / rel}")
+        updated = rel == ".gitignore" and had_gitignore
+        click.echo(f"{'added .skillopt/ to' if updated else 'created'} {directory / rel}")
     click.echo("next: skillopt-ci validate, then skillopt-ci eval ticket-triage (needs OPENAI_API_KEY), or skillopt-ci demo")
 
 
 @cli.command()
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
 @click.pass_obj
-def validate(state: State) -> None:
-    """Check the config, every suite and every skill; list all problems at once."""
-    from skillopt_ci.config import find_config
+def validate(state: State, strict: bool) -> None:
+    """Check the config, every suite and every skill; list all problems (and warnings) at once."""
     from skillopt_ci.validate import validate_project
 
-    path = state.config_path or find_config()
+    path = config_path(state)
     if path is None:
         raise InputError("no skillopt.yml in this directory or above", hint="run skillopt-ci init or pass --config")
     config, problems = validate_project(path, display=display_path(path))
     for problem in problems:
-        click.echo(f"error: {problem}", err=True)
-    if problems:
-        click.echo(f"{len(problems)} problem(s) found", err=True)
+        click.echo(f"{'warning' if problem.is_warning else 'error'}: {problem}", err=True)
+    errors = [p for p in problems if strict or not p.is_warning]
+    if errors:
+        click.echo(f"{len(errors)} problem(s) found" + (" (--strict: warnings count)" if strict else ""), err=True)
         sys.exit(EXIT_INPUT)
     n = len(config.skills) if config else 0
-    click.echo(f"ok: {path} with {n} skill(s) and their suites are valid")
+    warned = f", with {len(problems)} warning(s)" if problems else ""
+    click.echo(f"ok: {path} with {n} skill(s) and their suites are valid{warned}")
 
 
 @cli.command(name="eval")
@@ -108,12 +134,15 @@ def validate(state: State) -> None:
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]), help="Response cache mode.")
 @click.option("--concurrency", type=click.IntRange(1, 512), help="Model calls in flight.")
 @click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
-@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the table.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json (plus the input warnings) instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
+@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: int | None, out: Path | None,
              fresh: bool, threshold: float | None, model: str | None, base_url: str | None, cache_mode: str | None,
-             concurrency: int | None, shard: str | None, as_json: bool, quiet: bool) -> None:
+             concurrency: int | None, shard: str | None, as_json: bool, quiet: bool, strict: bool,
+             assume_yes: bool) -> None:
     """Evaluate SKILL (a file, or a skill name from skillopt.yml) on a suite split."""
     from skillopt_ci.evaluation import EvalRequest, run_eval, threshold_verdict
     from skillopt_ci.report import score_table
@@ -123,17 +152,33 @@ def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: 
     if concurrency:
         config = replace(config, concurrency=concurrency)
     skill_path, suite_path = resolve_skill(config, skill, suite)
+    check_out(config, out)
     request = EvalRequest(skill=skill_path, suite=suite_path, split=split, repeats=repeats, out=out, fresh=fresh,
-                          threshold=threshold, cache_mode=cache_mode, shard=parse_shard(shard))
+                          threshold=threshold, cache_mode=cache_mode, shard=parse_shard(shard), strict=strict,
+                          assume_yes=assume_yes)
     outcome = run_eval(config, request, show_progress=not quiet)
     code, verdict = threshold_verdict(outcome.summary, threshold)
     if as_json:
-        click.echo(json.dumps(outcome.summary.to_dict(), indent=2))
+        from skillopt_ci.evaluation import prepare
+        from skillopt_ci.preflight import plan_warnings
+
+        warnings = [str(p) for p in plan_warnings(prepare(request), config.limits)]
+        click.echo(json.dumps({**outcome.summary.to_dict(), "warnings": warnings}, indent=2))
     else:
         click.echo(score_table([outcome.summary]))
         click.echo(f"\nrun: {outcome.run_dir}")
     click.echo(("ok: " if code == EXIT_OK else "fail: ") + verdict, err=True)
     sys.exit(code)
+
+
+def check_out(config: Any, out: Path | None) -> None:
+    """Fail before any paid work when the run directory (--out, else runs_dir) cannot be written."""
+    from skillopt_ci.writable import check_dir
+
+    if out is not None:
+        check_dir(out, "--out")
+    else:
+        check_dir(config.runs_dir, "runs_dir (skillopt.yml)")
 
 
 def resolve_skill(config: Any, skill: str, suite: Path | None) -> tuple[Path, Path]:
@@ -155,10 +200,12 @@ def resolve_skill(config: Any, skill: str, suite: Path | None) -> tuple[Path, Pa
     return path, suite
 
 
-def _session(config: Any, cache_mode: str | None, quiet: bool) -> Any:
+def _session(config: Any, cache_mode: str | None, quiet: bool, strict: bool = False, assume_yes: bool = False) -> Any:
+    """The session of a gate or compare: base and head are evaluated, so the estimate counts two."""
     from skillopt_ci.evaluation import EvalSession
 
-    return EvalSession(config, cache_mode=cache_mode, show_progress=not quiet)
+    return EvalSession(config, cache_mode=cache_mode, show_progress=not quiet, strict=strict, assume_yes=assume_yes,
+                       estimate_runs=2)
 
 
 def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = False) -> None:
@@ -187,25 +234,32 @@ def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = Fals
 @click.option("--suite", type=click.Path(path_type=Path), required=True, help="Suite directory.")
 @click.option("--split", help="Split (default: gate.split, val).")
 @click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task and side.")
-@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir; re-running resumes).")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir, named by the "
+              "content of both skills and the suite; re-running resumes).")
+@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
 @click.option("--shard", help="Compare on one stable slice of the tasks, i/n.")
 @click.option("--model", help="Target model as provider:model, overriding skillopt.yml.")
 @click.option("--base-url", help="Base URL for --model.")
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
+@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def compare(state: State, base_skill: Path, head_skill: Path, suite: Path, split: str | None, repeats: int | None,
-            out: Path | None, shard: str | None, model: str | None, base_url: str | None, cache_mode: str | None,
-            as_json: bool, quiet: bool) -> None:
+            out: Path | None, fresh: bool, shard: str | None, model: str | None, base_url: str | None,
+            cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
     """Paired comparison of two skill files on the same tasks; exit 1 when the head regresses."""
     from skillopt_ci.gate import run_compare
+    from skillopt_ci.run_names import compare_run_dir
     from skillopt_ci.shard import parse_shard
 
     config = _with_gate(load_project_config(state, model, base_url), split, repeats)
-    out = out or config.runs_dir / f"compare-{base_skill.stem}-{head_skill.stem}-{config.gate.split}"
-    with _session(config, cache_mode, quiet) as session:
-        report = run_compare(config, session, base_skill, head_skill, suite, out, shard=parse_shard(shard))
+    shard_spec = parse_shard(shard)
+    check_out(config, out)
+    out = out or compare_run_dir(config, base_skill, head_skill, suite, shard_spec)
+    with _session(config, cache_mode, quiet, strict, assume_yes) as session:
+        report = run_compare(config, session, base_skill, head_skill, suite, out, shard=shard_spec, fresh=fresh)
     _finish_gate(report, out, as_json)
 
 
@@ -220,31 +274,36 @@ def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
 @click.option("--skill", "skills", multiple=True, help="Only these configured skills (repeatable).")
 @click.option("--split", help="Split (default: gate.split, val).")
 @click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task and side.")
-@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir).")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir, named by the "
+              "commits or working-tree content compared; re-running resumes).")
+@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
 @click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print report.md (e.g. >> $GITHUB_STEP_SUMMARY).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
+@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple[str, ...], split: str | None,
-         repeats: int | None, out: Path | None, shard: str | None, cache_mode: str | None, as_json: bool,
-         as_markdown: bool, quiet: bool) -> None:
+         repeats: int | None, out: Path | None, fresh: bool, shard: str | None, cache_mode: str | None,
+         as_json: bool, as_markdown: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
     """Evaluate base and head of every changed skill on held-out tasks; exit 1 on a regression."""
     from skillopt_ci.gate import default_base_ref, run_gate
     from skillopt_ci.git import Git
+    from skillopt_ci.run_names import gate_run_dir
     from skillopt_ci.shard import parse_shard
 
     config = _with_gate(load_project_config(state), split, repeats)
     git = Git(config.root)
+    git.top_level()  # outside a repository, say so before any ref is looked up
     base_ref = base_ref or default_base_ref(git)
-    if out is None:
-        head_name = head_ref or "worktree"
-        suffix = f"-shard{shard.replace('/', 'of')}" if shard else ""
-        out = config.runs_dir / f"gate-{git.resolve(base_ref)[:8]}-{head_name.replace('/', '-')}{suffix}"
-    with _session(config, cache_mode, quiet) as session:
-        report = run_gate(config, git, session, out, base_ref=base_ref, head_ref=head_ref, shard=parse_shard(shard),
-                          only=skills)
+    shard_spec = parse_shard(shard)
+    check_out(config, out)
+    out = out or gate_run_dir(config, git, base_ref, head_ref, shard_spec, skills)
+    with _session(config, cache_mode, quiet, strict, assume_yes) as session:
+        report = run_gate(config, git, session, out, base_ref=base_ref, head_ref=head_ref, shard=shard_spec,
+                          only=skills, fresh=fresh)
     _finish_gate(report, out, as_json, as_markdown)
 
 
@@ -257,7 +316,9 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
     from skillopt_ci.merge import kind_of, merge_eval_runs, merge_gate_runs
     from skillopt_ci.report import eval_report, score_table
     from skillopt_ci.rundir import write_atomic
+    from skillopt_ci.writable import check_dir
 
+    check_dir(out, "--out")
     kinds = {kind_of(d) for d in dirs}
     if len(kinds) > 1:
         raise InputError("cannot merge eval runs with gate runs", hint="pass the shard directories of one job")
@@ -280,22 +341,30 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
 @click.option("--cache", "cache_mode", type=click.Choice(["read-write", "refresh", "off", "replay-only"]))
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
+@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.pass_obj
 def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int | None, batch_size: int | None,
           budget_tokens: int | None, budget_dollars: float | None, budget_seconds: float | None,
-          cache_mode: str | None, as_json: bool, quiet: bool) -> None:
+          cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
     """Train a skill: rollout, reflect, edit, keep only what beats it on validation."""
     from skillopt_ci.train_report import summary_table
     from skillopt_ci.training import TrainRequest, run_training
 
     config = load_project_config(state)
+    check_out(config, out)
     request = TrainRequest(skill=skill, out=out, fresh=fresh, epochs=epochs, batch_size=batch_size,
                            max_tokens=budget_tokens, max_dollars=budget_dollars, max_wall_seconds=budget_seconds,
                            cache_mode=cache_mode)
     outcome = run_training(config, request, log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)),
-                           session_options={"show_progress": False})
+                           session_options={"show_progress": False, "strict": strict, "assume_yes": assume_yes})
     if as_json:
-        click.echo(json.dumps(outcome.summary.to_dict(), indent=2))
+        from skillopt_ci.preflight import skill_warnings
+        from skillopt_ci.skill import load_skill
+
+        shown = display_path(outcome.entry.path)
+        warnings = [str(p) for p in skill_warnings(load_skill(outcome.entry.path, display=shown), shown, config.limits)]
+        click.echo(json.dumps({**outcome.summary.to_dict(), "warnings": warnings}, indent=2))
     else:
         click.echo(summary_table(outcome.summary))
         click.echo(f"\nbest skill: {display_path(outcome.run_dir / 'best_skill.md')}")
@@ -314,7 +383,9 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
 def report(run_dir: Path, html_file: Path) -> None:
     """Write one self-contained HTML report (no network requests) for an eval, gate or training run."""
     from skillopt_ci.viewer.report import write_html_report
+    from skillopt_ci.writable import check_file
 
+    check_file(html_file, "--html")
     size = write_html_report(run_dir, html_file)
     click.echo(f"wrote {display_path(html_file)} ({size / 1024:.0f} KiB)")
 
@@ -329,11 +400,11 @@ def view(state: State, directory: Path | None, host: str, port: int) -> None:
     runs in progress update themselves. Ctrl-C stops."""
     import threading
 
-    from skillopt_ci.config import find_config, load_config
+    from skillopt_ci.config import load_config
     from skillopt_ci.viewer.server import ViewerServer
 
     if directory is None:
-        path = state.config_path or find_config()
+        path = config_path(state)
         directory = load_config(path).runs_dir if path else Path(".skillopt/runs")
     if not directory.is_dir():
         raise InputError("no such directory", where=str(directory), hint="run an eval, gate or train first, or pass DIRECTORY")
@@ -365,12 +436,30 @@ def action() -> None:
 def demo(out: Path | None) -> None:
     """Offline demo: evaluate the bundled example on a simulated model (no key, no network)."""
     from skillopt_ci.demo import run_demo
+    from skillopt_ci.writable import check_dir
 
+    if out is not None:
+        check_dir(out, "--out")
     run_demo(out, echo=click.echo)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: one line for expected errors, a traceback only for bugs."""
+    """Entry point: one line for expected errors, a traceback only for bugs. Everything printed
+    passes through :class:`~skillopt_ci.redact.SafeStream`: no secret, no workflow command."""
+    import os
+
+    from skillopt_ci.redact import SECRETS, SafeStream
+
+    SECRETS.add_env(os.environ)
+    raw_out, raw_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(raw_out), SafeStream(raw_err)
+    try:
+        _run(argv)
+    finally:
+        sys.stdout, sys.stderr = raw_out, raw_err
+
+
+def _run(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="skillopt-ci", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -389,6 +478,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_RUNTIME)
     except BrokenPipeError:
         sys.exit(EXIT_OK)
+    except OSError as exc:
+        from skillopt_ci.writable import os_error_message
+
+        known = os_error_message(exc)
+        if known is None:
+            traceback.print_exc()
+            click.echo("error: unexpected failure (a bug in skillopt-ci; please report it with the traceback above)",
+                       err=True)
+            sys.exit(EXIT_RUNTIME)
+        click.echo(f"error: {known[0]}", err=True)
+        sys.exit(known[1])
     except Exception:
         traceback.print_exc()
         click.echo("error: unexpected failure (a bug in skillopt-ci; please report it with the traceback above)", err=True)

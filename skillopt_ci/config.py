@@ -13,6 +13,8 @@ from types import MappingProxyType
 from typing import Any
 
 from skillopt_ci.errors import InputError
+from skillopt_ci.names import NAME_RULE, name_problem
+from skillopt_ci.redact import strip_userinfo
 from skillopt_ci.yamlfile import Problem, YamlDoc, load_yaml, schema_problems
 
 CONFIG_NAME = "skillopt.yml"
@@ -33,6 +35,7 @@ class ModelSpec:
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     timeout: float = 120.0
     max_retries: int = 4
+    max_retry_wait: float = 300.0  # seconds; caps every wait between retries, Retry-After included
 
     @classmethod
     def from_dict(cls, role: str, data: Mapping[str, Any]) -> ModelSpec:
@@ -46,14 +49,18 @@ class ModelSpec:
             params=MappingProxyType(dict(data.get("params") or {})),
             timeout=float(data.get("timeout", 120.0)),
             max_retries=int(data.get("max_retries", 4)),
+            max_retry_wait=float(data.get("max_retry_wait", 300.0)),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything but secrets (there are none here: keys are only named, never stored)."""
+        """Everything but secrets: keys are only named, never stored, and user-info in the base URL
+        (``https://user:password@host``) is left out."""
         out: dict[str, Any] = {"provider": self.provider, "model": self.model, "params": dict(self.params)}
         for key in ("base_url", "api_key_env", "api_version"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
+        if "base_url" in out:
+            out["base_url"] = strip_userinfo(out["base_url"])
         return out
 
 
@@ -75,6 +82,14 @@ class Budgets:
     max_tokens: int | None = None
     max_dollars: float | None = None
     max_wall_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Sizes above which inputs get a warning (``limits:``), in estimated tokens."""
+
+    skill_tokens: int = 8000
+    prompt_tokens: int = 8000
 
 
 @dataclass(frozen=True)
@@ -148,6 +163,7 @@ class Config:
     cache: CacheSettings = CacheSettings()
     runs_dir: Path = Path(".skillopt/runs")
     budgets: Budgets = Budgets()
+    limits: Limits = Limits()
     pricing: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
     max_error_rate: float = 0.5
     min_attempts: int = 10
@@ -210,28 +226,39 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         elif not (suite_path / "suite.yaml").is_file():
             problems.append(doc.problem(("skills", i, "suite"), f"{item['suite']!r} has no suite.yaml"))
         name = item.get("name") or _default_skill_name(skill_path)
-        if name in seen:
-            problems.append(doc.problem(("skills", i), f"skill name {name!r} is used twice (also skills[{seen[name]}]); set name:"))
-        seen[name] = i
+        unsafe = name_problem(name)
+        if unsafe:
+            where, origin = (("skills", i, "name"), "") if item.get("name") else (("skills", i, "path"), " (taken from the path)")
+            problems.append(doc.problem(where, f"skill name {name!r:.80}{origin} {unsafe}: skill names become branch "
+                                               f"and directory names, so {NAME_RULE}; set name:"))
+        elif name.lower() in seen:
+            other = seen[name.lower()]
+            problems.append(doc.problem(("skills", i), f"skill name {name!r} is used twice (also skills[{other}]; "
+                                                       "names differing only in case count as the same); set name:"))
+        seen.setdefault(name.lower(), i)
         if skill_path.is_dir():
             skill_path = skill_path / "SKILL.md"
         skills.append(SkillEntry(name=name, path=skill_path, suite=suite_path))
     cache = data.get("cache") or {}
     budgets = data.get("budgets") or {}
     run_eval = data.get("eval") or {}
+    limits = data.get("limits") or {}
+    # An unquoted `mode: off` is the boolean false in YAML 1.1; it means what it says.
+    cache_mode = "off" if cache.get("mode") is False else cache.get("mode", "read-write")
     config = Config(
         root=root,
         file=doc.file,
         models=MappingProxyType(models),
         skills=tuple(skills),
         concurrency=int(data.get("concurrency", 8)),
-        cache=CacheSettings(mode=cache.get("mode", "read-write"), path=root / cache.get("path", ".skillopt/cache.sqlite")),
+        cache=CacheSettings(mode=cache_mode, path=root / cache.get("path", ".skillopt/cache.sqlite")),
         runs_dir=root / data.get("runs_dir", ".skillopt/runs"),
         budgets=Budgets(
             max_tokens=budgets.get("max_tokens"),
             max_dollars=budgets.get("max_dollars"),
             max_wall_seconds=budgets.get("max_wall_seconds"),
         ),
+        limits=Limits(**limits),
         pricing=MappingProxyType({k: MappingProxyType(v) for k, v in (data.get("pricing") or {}).items()}),
         max_error_rate=float(run_eval.get("max_error_rate", 0.5)),
         min_attempts=int(run_eval.get("min_attempts", 10)),

@@ -11,22 +11,26 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from skillopt_ci.cache import ResponseCache
+from skillopt_ci.cache import ResponseCache, cache_key
 from skillopt_ci.config import Budgets, Config, ModelSpec
 from skillopt_ci.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError
 from skillopt_ci.models.base import Backend
 from skillopt_ci.models.pool import ModelPool
+from skillopt_ci.models.pricing import price_for
+from skillopt_ci.names import run_dir_name
 from skillopt_ci.paths import display_path
+from skillopt_ci.preflight import estimate_plan, max_output, plan_warnings
 from skillopt_ci.progress import Progress
 from skillopt_ci.records import EvalSummary, TaskResult
 from skillopt_ci.report import eval_report
 from skillopt_ci.rundir import RunDir
-from skillopt_ci.runner import ErrorPolicy, EvalOutcome, EvalPlan, evaluate
+from skillopt_ci.runner import ErrorPolicy, EvalOutcome, EvalPlan, chat_messages, evaluate
 from skillopt_ci.scorers import Scorer, build_scorer
 from skillopt_ci.shard import Shard
 from skillopt_ci.skill import Skill, load_skill
@@ -47,13 +51,15 @@ class EvalRequest:
     threshold: float | None = None
     cache_mode: str | None = None
     shard: Shard | None = None
+    strict: bool = False
+    assume_yes: bool = False
 
 
 def default_run_dir(config: Config, plan: EvalPlan, prefix: str = "eval") -> Path:
     """Deterministic per (skill, suite, split, repeats, model, shard): the same command resumes."""
     ident = json.dumps(plan.manifest(config.models["target"].to_dict()), sort_keys=True)
     key = hashlib.sha256(ident.encode()).hexdigest()[:10]
-    return config.runs_dir / f"{prefix}-{plan.skill.name}-{plan.split}-{key}"
+    return config.runs_dir / run_dir_name(prefix, plan.skill.name, plan.split, key)
 
 
 def make_plan(skill: Skill, suite: Suite, split: str, repeats: int | None, shard: Shard | None = None,
@@ -92,8 +98,18 @@ class EvalSession:
         backend_factory: Callable[[ModelSpec, Mapping[str, str]], Backend] | None = None,
         show_progress: bool = True,
         stream: TextIO | None = None,
+        strict: bool = False,
+        assume_yes: bool = False,
+        estimate_runs: int = 1,
     ):
         self.config = config
+        # Preflight (see check): --strict, --yes, and how many evaluations of the first plan's size
+        # the command will make (a gate evaluates base and head), for the cost estimate.
+        self.strict, self.assume_yes, self.estimate_runs = strict, assume_yes, estimate_runs
+        self._said: set[str] = set()
+        self._warned: set[str] = set()  # by message: a training candidate repeats its skill's warnings
+        self._estimated = False
+        self._evaluated = 0
         self.cache = ResponseCache(config.cache.path, cache_mode or config.cache.mode)
         self.pool = ModelPool(config, self.cache, env=env, backend_factory=backend_factory)
         self.show_progress = show_progress
@@ -121,12 +137,18 @@ class EvalSession:
             self._scorers[suite.path] = build_scorer(dict(suite.scorer), suite.path)
         return self._scorers[suite.path]
 
-    def check(self, suite: Suite) -> None:
-        """Everything about models that can be checked before spending anything."""
+    def check(self, suite: Suite, plan: EvalPlan | None = None, budgets: Budgets | None = None) -> None:
+        """Everything that can be checked before spending anything: models, keys, prices; with a
+        ``plan``, also its warnings and (once per session) its cost against the budget left."""
         roles = needed_roles(suite)
         for role in roles:
-            self.pool.spec(role)
+            spec = self.pool.spec(role)
+            if price_for(spec.model, self.config.pricing) is None and self.pool.is_local(spec):
+                self._say(f"notice: {spec.model!r} has no price and is served on this machine (loopback base URL): "
+                          "counted as $0")
         self.pool.check_credentials(*roles)
+        if plan is not None:
+            self._preflight(plan, budgets or self.config.budgets)
         if self.config.budgets.max_dollars is None:
             return
         for role in roles:
@@ -138,6 +160,55 @@ class EvalSession:
                     hint=f"add pricing: {{{spec.model}: {{input: …, output: …}}}} in USD per million tokens",
                 )
 
+    def _say(self, line: str) -> None:
+        if line not in self._said:
+            self._said.add(line)
+            print(line, file=self.stream or sys.stderr, flush=True)
+
+    def _preflight(self, plan: EvalPlan, budgets: Budgets) -> None:
+        """Print the plan's warnings (an error under --strict before anything ran), then refuse a
+        first evaluation whose estimated cost exceeds the dollars left, unless --yes."""
+        problems = [p for p in plan_warnings(plan, self.config.limits) if p.message not in self._warned]
+        if problems and self.strict and not self._evaluated:
+            raise problems[0].to_error(hint=f"--strict makes warnings errors; {len(problems)} warning(s), "
+                                            "run skillopt-ci validate to list them")
+        for problem in problems:
+            self._warned.add(problem.message)
+            self._say(f"warning: {problem}")
+        if self._estimated or budgets.max_dollars is None:
+            return
+        self._estimated = True
+        target = self.pool.spec("target")
+        judge = self.pool.spec("judge") if "judge" in needed_roles(plan.suite) else None
+        prices = [self.pool.price(s) for s in (target, judge) if s is not None]
+        if any(p is None for p in prices):
+            return  # refused just below with the missing price
+        estimate = estimate_plan(plan.skill, plan.suite, plan.tasks, plan.repeats, target_price=prices[0],
+                                 judge_price=prices[1] if judge else None, output_tokens=max_output(target),
+                                 cached=self._cached_probe(plan, target))
+        usd = estimate.usd * self.estimate_runs
+        left = budgets.max_dollars - self.pool.total_spend().cost_usd
+        if usd > left and not self.assume_yes:
+            raise InputError(
+                f"estimated cost {estimate.describe()}{f' per side, ×{self.estimate_runs}' if self.estimate_runs > 1 else ''}"
+                f" exceeds the ${left:,.2f} left of budgets.max_dollars", where=self.config.file,
+                hint="pass --yes to run anyway, the budget still stops it; or shrink the skill or the split")
+
+    def _cached_probe(self, plan: EvalPlan, spec: ModelSpec) -> Callable[[Any, str, int], bool]:
+        """Whether a chat rollout's answer is already cached (without touching the hit counters)."""
+        if not self.cache.readable:
+            return lambda task, prompt, repeat: False
+
+        def cached(task: Any, prompt: str, repeat: int) -> bool:
+            key = cache_key(spec.provider, spec.model, dict(spec.params), chat_messages(plan.skill, prompt),
+                            plan.sample_offset + repeat)
+            hits, misses = self.cache.hits, self.cache.misses
+            found = self.cache.get(key) is not None
+            self.cache.hits, self.cache.misses = hits, misses
+            return found
+
+        return cached
+
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the session's loop (model clients are bound to it)."""
         return self._loop.run_until_complete(coroutine)
@@ -148,7 +219,8 @@ class EvalSession:
         """Evaluate ``plan`` into the run directory ``out`` (resuming it if it holds this run).
         ``budgets`` default to the config's; ``stop_when`` is passed to the runner."""
         scorer = self.scorer(plan.suite)
-        self.check(plan.suite)
+        self.check(plan.suite, plan, budgets)
+        self._evaluated += 1
         run = RunDir(out)
         progress = Progress(len(plan.tasks) * plan.repeats, label or f"eval {plan.skill.name}/{plan.split}",
                             stream=self.stream, enabled=self.show_progress)
@@ -174,7 +246,8 @@ def run_eval(
     """``skillopt-ci eval``: writes ``results.jsonl``, ``summary.json``, ``report.md``, ``skill.md``."""
     plan = prepare(request)
     with EvalSession(config, cache_mode=request.cache_mode, env=env, backend_factory=backend_factory,
-                     show_progress=show_progress, stream=stream) as session:
+                     show_progress=show_progress, stream=stream, strict=request.strict,
+                     assume_yes=request.assume_yes) as session:
         outcome = session.evaluate(plan, request.out or default_run_dir(config, plan), fresh=request.fresh)
     RunDir(outcome.run_dir).write_text(
         "report.md", eval_report(outcome.summary, outcome.results, threshold=request.threshold)

@@ -116,6 +116,7 @@ class GateReport:
     skills: list[SkillVerdict]
     shard: str | None = None
     overridden: bool = False
+    mode: str = "gate"  # or "compare": two skill files, refs are their paths, shas their content hashes
 
     @property
     def failed(self) -> bool:
@@ -136,6 +137,7 @@ class GateReport:
         return {
             "schema_version": GATE_SCHEMA_VERSION,
             "kind": "gate",
+            "mode": self.mode,
             "base_ref": self.base_ref,
             "head_ref": self.head_ref,
             "base_sha": self.base_sha,
@@ -162,6 +164,7 @@ class GateReport:
             skills=[SkillVerdict.from_dict(s) for s in data["skills"]],
             shard=data.get("shard"),
             overridden=data.get("overridden", False),
+            mode=data.get("mode", "gate"),
         )
 
 
@@ -239,6 +242,7 @@ def run_gate(
     head_ref: str | None = None,
     shard: Shard | None = None,
     only: Sequence[str] = (),
+    fresh: bool = False,
 ) -> GateReport:
     """Evaluate every changed skill on both sides and decide. Writes ``gate.json`` into ``out``
     (with one eval run directory per skill and side under it) and returns the report."""
@@ -248,7 +252,7 @@ def run_gate(
     verdicts = []
     for change in changes:
         verdicts.append(_gate_skill(config, git, session, out, change, policy, top, merge_base,
-                                    head_sha if head_ref else None, shard))
+                                    head_sha if head_ref else None, shard, fresh))
     report = GateReport(base_ref=base_ref, head_ref=head_ref or WORKTREE, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, policy=policy, skills=verdicts, shard=str(shard) if shard else None)
     write_json_atomic(out / "gate.json", report.to_dict())
@@ -256,7 +260,7 @@ def run_gate(
 
 
 def _gate_skill(config: Config, git: Git, session: EvalSession, out: Path, change: SkillChange, policy: GatePolicy,
-                top: Path, base: str, head: str | None, shard: Shard | None) -> SkillVerdict:
+                top: Path, base: str, head: str | None, shard: Shard | None, fresh: bool = False) -> SkillVerdict:
     if change.status == "deleted":
         return SkillVerdict(change, "deleted", False, "skill file deleted; nothing to evaluate")
     head_text = git.show(head, change.path) if head else (top / change.path).read_text(encoding="utf-8")
@@ -266,13 +270,14 @@ def _gate_skill(config: Config, git: Git, session: EvalSession, out: Path, chang
     suite = load_suite(top / change.suite, display=change.suite)
     plan = make_plan(head_skill, suite, policy.split, policy.repeats, shard)
     all_ids = tuple(t.id for t in suite.tasks(policy.split))
-    head_run = session.evaluate(plan, out / change.name / "head", label=f"gate {change.name} head")
+    head_run = session.evaluate(plan, out / change.name / "head", fresh=fresh, label=f"gate {change.name} head")
     base_text = git.show(base, change.base_path) if change.base_path else None
     if base_text is None:
         return new_skill_verdict(change, head_run.summary, policy, all_ids)
     base_skill = parse_skill(base_text, path=f"{base[:12]}:{change.base_path}")
     base_plan = make_plan(base_skill, suite, policy.split, policy.repeats, shard)
-    base_run = session.evaluate(base_plan, out / change.name / "base", label=f"gate {change.name} base")
+    base_run = session.evaluate(base_plan, out / change.name / "base", fresh=fresh,
+                                label=f"gate {change.name} base")
     return decide(change, base_run.results, head_run.results, [t.id for t in plan.tasks], policy,
                   base_run.summary, head_run.summary, all_ids)
 
@@ -328,8 +333,9 @@ def regressed_examples(comparison: Comparison, base: Sequence[TaskResult],
 
 
 def run_compare(config: Config, session: EvalSession, base_path: Path, head_path: Path, suite_path: Path,
-                out: Path, *, shard: Shard | None = None) -> GateReport:
+                out: Path, *, shard: Shard | None = None, fresh: bool = False) -> GateReport:
     """``skillopt-ci compare``: the gate's paired comparison for two skill files."""
+    from skillopt_ci.names import slug
     from skillopt_ci.paths import display_path
     from skillopt_ci.skill import load_skill
 
@@ -340,20 +346,22 @@ def run_compare(config: Config, session: EvalSession, base_path: Path, head_path
     head_plan = make_plan(head_skill, suite, policy.split, policy.repeats, shard)
     base_plan = make_plan(base_skill, suite, policy.split, policy.repeats, shard)
     all_ids = tuple(t.id for t in suite.tasks(policy.split))
-    head_run = session.evaluate(head_plan, out / head_skill.name / "head", label=f"compare {head_skill.name} head")
-    base_run = session.evaluate(base_plan, out / head_skill.name / "base", label=f"compare {head_skill.name} base")
-    change = SkillChange(head_skill.name, display_path(head_path), suite.display, "modified", display_path(base_path))
+    name = slug(head_skill.name)  # a file's stem may be anything; it names a directory here
+    head_run = session.evaluate(head_plan, out / name / "head", fresh=fresh, label=f"compare {name} head")
+    base_run = session.evaluate(base_plan, out / name / "base", fresh=fresh, label=f"compare {name} base")
+    change = SkillChange(name, display_path(head_path), suite.display, "modified", display_path(base_path))
     verdict = decide(change, base_run.results, head_run.results, [t.id for t in head_plan.tasks], policy,
                      base_run.summary, head_run.summary, all_ids)
     report = GateReport(base_ref=display_path(base_path), head_ref=display_path(head_path), base_sha=base_skill.hash,
                         head_sha=head_skill.hash, merge_base=base_skill.hash, policy=policy, skills=[verdict],
-                        shard=str(shard) if shard else None)
+                        shard=str(shard) if shard else None, mode="compare")
     write_json_atomic(out / "gate.json", report.to_dict())
     return report
 
 
 def default_base_ref(git: Git) -> str:
     """The branch a change is usually compared with: origin/HEAD, origin/main, main, master."""
+    git.top_level()  # outside a repository, say so rather than "no default base branch"
     for ref in ("origin/HEAD", "origin/main", "origin/master", "main", "master"):
         try:
             git.resolve(ref)

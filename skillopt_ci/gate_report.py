@@ -40,11 +40,18 @@ def fmt_delta(s: SkillVerdict) -> str:
     return f"{c.delta:+.3f}{ci}"
 
 
-def skill_row(s: SkillVerdict) -> str:
+def _consequence(s: SkillVerdict, overridden: bool, fails: str, allowed: str) -> str:
+    """What a skill's verdict does to the check: an overridden gate never says "fails"."""
+    if not s.failed:
+        return ""
+    return allowed if overridden else fails
+
+
+def skill_row(s: SkillVerdict, overridden: bool = False) -> str:
     c = s.comparison
     base = fmt_score(c.base_mean if c else (s.base.mean if s.base else None))
     head = fmt_score(c.head_mean if c else (s.head.mean if s.head else None))
-    verdict = ICONS.get(s.verdict, s.verdict) + (" · fails the check" if s.failed else "")
+    verdict = ICONS.get(s.verdict, s.verdict) + _consequence(s, overridden, " · fails the check", " · allowed by label")
     improved = str(c.improved) if c else "—"
     regressed = str(c.regressed) if c else "—"
     return f"| {escape_inline(s.change.name, 60)} | {base} | {head} | {fmt_delta(s)} | {improved} | {regressed} | {verdict} |"
@@ -113,10 +120,13 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
     ``footer`` are ours and inserted verbatim."""
     p = report.policy
     head = [header] if header else []
-    head.append(f"## skillopt-ci gate: {HEADLINES.get(report.verdict, report.verdict)}")
+    title = "compare" if report.mode == "compare" else "gate"
+    head.append(f"## skillopt-ci {title}: {HEADLINES.get(report.verdict, report.verdict)}")
     head.append("")
     compared = f"`{report.merge_base[:7]}` → `{report.head_sha[:7]}`" if report.head_ref != WORKTREE else \
         f"`{report.merge_base[:7]}` → working tree"
+    if report.mode == "compare":
+        compared = f"{escape_inline(report.base_ref, 200)} → {escape_inline(report.head_ref, 200)}"
     repeats = f", {p.repeats} repeats" if p.repeats else ""
     shard = f", shard {report.shard}" if report.shard else ""
     head.append(f"Split `{escape_inline(p.split, 40)}`{repeats}{shard}, paired on the same tasks · {compared} · "
@@ -125,7 +135,7 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
     if report.skills:
         head += ["| skill | base | head | Δ (95% CI) | improved | regressed | verdict |",
                  "| --- | --- | --- | --- | --- | --- | --- |"]
-        head += [skill_row(s) for s in report.skills]
+        head += [skill_row(s, report.overridden) for s in report.skills]
         power = power_line(report, lambda n: escape_inline(n, 60))
         if power:
             head += ["", power]
@@ -137,7 +147,7 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
         head += ["", *notes]
     if report.overridden:
         head += ["", f"The label `{escape_inline(p.override_label, 60)}` is set: the regression is allowed, the check passes."]
-    elif report.failed:
+    elif report.failed and report.mode == "gate":
         head += ["", f"To merge anyway, add the label `{escape_inline(p.override_label, 60)}`."]
     tail = []
     spend = spend_table(report)
@@ -201,7 +211,7 @@ def terminal_table(report: GateReport) -> str:
             "Δ (95% CI)": fmt_delta(s),
             "improved": c.improved if c else "",
             "regressed": c.regressed if c else "",
-            "verdict": s.verdict + (" (fails)" if s.failed else ""),
+            "verdict": s.verdict + _consequence(s, report.overridden, " (fails)", " (allowed by label)"),
         })
     if not rows:
         return "no configured skill or suite changed"

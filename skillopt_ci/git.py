@@ -43,7 +43,7 @@ class Git:
     def top_level(self) -> Path:
         proc = self._run("rev-parse", "--show-toplevel", check=False)
         if proc.returncode != 0:
-            raise InputError("not inside a git repository", where=str(self.root),
+            raise InputError("not a git repository (nor inside one)", where=str(self.root),
                              hint="run the gate from a clone; in Actions, use actions/checkout with fetch-depth: 0")
         return Path(proc.stdout.decode().strip())
 

@@ -11,7 +11,6 @@ import re
 
 ZWSP = "\u200b"
 _MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_-])")
-_MD_SPECIAL_RE = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 
 
 def truncate(text: str, limit: int, note: str = "…") -> str:
@@ -27,11 +26,37 @@ def neutralize_mentions(text: str) -> str:
 
 
 def escape_inline(text: str, limit: int = 200) -> str:
-    """Untrusted text as one line of inline markdown, safe inside a table cell."""
+    """Untrusted text as one line of inline markdown, safe inside a table cell, that renders as
+    exactly that text. Only what would change the rendering there is escaped, so the raw file stays
+    readable too: HTML (``<``, ``>``, ``&``), code spans, emphasis and strikethrough, link and
+    image openers, table pipes, issue references (``#12``), a block marker at the very start, a
+    backslash that would escape what follows. Parentheses, ``{}``, ``!``, ``+`` and ``_`` inside a
+    word need nothing."""
     text = truncate(" ".join(str(text).split()), limit)
     text = html.escape(text, quote=False)
-    text = _MD_SPECIAL_RE.sub(r"\\\1", text)
+    text = _INLINE_RE.sub(_escape_match, text)
+    text = _BLOCK_START_RE.sub(r"\1\\\2", text)
     return neutralize_mentions(text)
+
+
+# ``_`` emphasises only at a word boundary (CommonMark's flanking rules): ``snake_case`` is left as is;
+# ``[`` opens a link, image or footnote only if a ``]`` follows.
+_INLINE_RE = re.compile(r"\\(?=[!-/:-@\[-`{-~]|$)|[`*~|]|\[(?=.*\])|(?<![^\W_])_|_(?![^\W_])|#(?=\d)")
+_BLOCK_START_RE = re.compile(r"^(\d{1,9})([.)])(?=\s|$)|^(?=[-+=>#])")
+
+
+def _escape_match(match: re.Match[str]) -> str:
+    return "\\" + match.group(0)
+
+
+def code_span(text: str, limit: int = 200) -> str:
+    """Untrusted text as an inline code span: shown verbatim (a backslash or ``&lt;`` inside a
+    code span is literal, so nothing is escaped), fenced by more backticks than any run inside."""
+    text = truncate(" ".join(str(text).split()), limit)
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{neutralize_mentions(defuse_comments(text))}{pad}{fence}"
 
 
 def defuse_comments(text: str) -> str:

@@ -105,6 +105,6 @@ def merge_gate_runs(dirs: Sequence[Path], out: Path) -> GateReport:
         merged.append(decide(skill.change, base_results, head_results, list(skill.task_ids), first.policy,
                              base_summary, head_summary, skill.task_ids))
     report = GateReport(first.base_ref, first.head_ref, first.base_sha, first.head_sha, first.merge_base,
-                        first.policy, merged, shard=None)
+                        first.policy, merged, shard=None, mode=first.mode)
     write_json_atomic(out / "gate.json", report.to_dict())
     return report

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from skillopt_ci.markdown import escape_inline
+from skillopt_ci.markdown import code_span, escape_inline
 from skillopt_ci.records import EvalSummary, TaskResult
 
 MAX_LISTED_FAILURES = 25
@@ -57,7 +57,7 @@ def eval_report(summary: EvalSummary, results: Sequence[TaskResult], *, threshol
     lines += [score_table([s], "github"), ""]
     model = s.model
     lines.append(
-        f"Model `{model['provider']}` / `{escape_inline(model['model'])}` · repeats {s.repeats} · "
+        f"Model {code_span(model['provider'])} / {code_span(model['model'])} · repeats {s.repeats} · "
         f"skill `{s.skill['hash'][:12]}` ({s.skill['tokens']} tokens) · suite `{s.suite['hash'][:12]}` · "
         f"cache hits {s.cache_hits}/{s.n_results}"
     )

@@ -23,6 +23,7 @@ from typing import Any
 
 from skillopt_ci.errors import InputError
 from skillopt_ci.records import TaskResult
+from skillopt_ci.redact import redact
 
 MANIFEST = "run.json"
 RESULTS = "results.jsonl"
@@ -41,7 +42,9 @@ def run_kind(directory: Path) -> str | None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part."""
+    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part.
+    Secrets are redacted on the way (:mod:`skillopt_ci.redact`)."""
+    text = redact(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -125,7 +128,7 @@ class RunDir:
     def append_results(self, results: list[TaskResult]) -> None:
         if not results:
             return
-        payload = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in results)
+        payload = redact("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in results))
         with open(self.path / RESULTS, "a", encoding="utf-8") as fh:
             fh.write(payload)
             fh.flush()

@@ -216,7 +216,7 @@ async def evaluate(
             if attempts >= errors.min_attempts and failures / attempts > errors.max_error_rate:
                 halt_others()
                 raise RuntimeFailure(_abort_message(failures, attempts, latest.values()),
-                                     hint=_abort_hint(pool, latest.values()))
+                                     hint=_abort_hint(pool, latest.values(), _kept(run, latest.values())))
             if stop_when is not None and not stop and (reason := stop_when(latest)):
                 stop.append(reason)
                 halt_others()
@@ -235,7 +235,7 @@ async def evaluate(
         await asyncio.gather(*workers, return_exceptions=True)
         log.flush()
         progress.close()
-        if not any(r.ok for r in latest.values()):
+        if _kept(run, latest.values()) is None:
             run.discard()
         raise
     log.flush()
@@ -259,16 +259,28 @@ async def evaluate(
     return EvalOutcome(summary=summary, results=results, run_dir=run.path)
 
 
+def _kept(run: RunDir, results: Any) -> Path | None:
+    """Where an aborted run's results stay: a directory this process created is removed when
+    nothing in it was measured (a training step re-creates it on resume, possibly for another
+    candidate); then the abort message itself must carry the errors."""
+    return run.path if not run.created or any(r.ok for r in results) else None
+
+
 def _abort_message(failures: int, attempts: int, results: Any) -> str:
-    kinds: dict[str, str] = {}
-    for r in results:
-        if r.error:
-            kinds.setdefault(r.error["kind"], r.error["message"])
-    detail = "; ".join(f"{k}: {m}" for k, m in list(kinds.items())[:3])
-    return f"aborted after {failures} of {attempts} rollouts failed ({detail})"
+    """The count of each error kind and the first error itself, so the line alone says what went wrong."""
+    errors = [r.error for r in results if r.error]
+    counts: dict[str, int] = {}
+    for e in errors:
+        counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    text = f"aborted after {failures} of {attempts} rollouts failed ({kinds})"
+    if errors:
+        message = " ".join(str(errors[0]["message"]).split())
+        text += f"; first error: {errors[0]['kind']}: {message[:300]}"
+    return text
 
 
-def _abort_hint(pool: ModelPool, results: Any) -> str:
+def _abort_hint(pool: ModelPool, results: Any, kept: Path | None) -> str:
     kinds = {r.error["kind"] for r in results if r.error}
     spec = pool.spec("target")
     if kinds & {"connection", "timeout"}:
@@ -278,4 +290,11 @@ def _abort_hint(pool: ModelPool, results: Any) -> str:
         return "check the API key for models.target"
     if "rate_limit" in kinds:
         return "lower concurrency in skillopt.yml or raise models.target.max_retries"
-    return "see results.jsonl in the run directory for each error"
+    if kinds == {"replay_miss"}:
+        return "record the answers first with --cache read-write; replay-only never calls the model"
+    if kept is not None:
+        return f"every error is in {kept / 'results.jsonl'}; re-running the same command retries the failed rollouts"
+    if "malformed" in kinds:
+        where = spec.base_url or f"the {spec.provider} endpoint"
+        return f"{where} did not answer like a model API (a web page or a proxy?): check models.target.base_url"
+    return "nothing was measured, so no run directory is kept; re-running the same command tries again"

@@ -1,4 +1,6 @@
-"""``skillopt-ci init``: copy the example project into a directory, never overwriting anything."""
+"""``skillopt-ci init``: copy the example project into a directory, never overwriting anything,
+and make git ignore ``.skillopt/`` (run directories and the response cache) in ``.gitignore``,
+creating the file or appending one line to it, never twice."""
 
 from __future__ import annotations
 
@@ -52,4 +54,21 @@ def init_project(target: Path) -> list[str]:
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(content)
-    return sorted(files)
+    return sorted(files) + ([GITIGNORE] if ignore_skillopt(target) else [])
+
+
+GITIGNORE = ".gitignore"
+IGNORED = ".skillopt/"
+
+
+def ignore_skillopt(target: Path) -> bool:
+    """Make ``target/.gitignore`` ignore ``.skillopt/``: create the file or append the line.
+    Returns whether the file was written (False when a line already ignores the folder)."""
+    path = target / GITIGNORE
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    if any(line.strip().strip("/") in (".skillopt", ".skillopt/*", ".skillopt/**") for line in text.splitlines()):
+        return False
+    separator = "\n" if text and not text.endswith("\n") else ""
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(f"{separator}{IGNORED}\n")
+    return True

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from skillopt_ci.errors import InputError
+from skillopt_ci.names import NAME_RULE, name_problem
 
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(\r?\n|\Z)", re.DOTALL | re.MULTILINE)
@@ -49,6 +50,7 @@ class Skill:
     front_matter: dict[str, Any] = field(default_factory=dict)
     protected: tuple[ProtectedRegion, ...] = ()
     path: str = ""
+    warnings: tuple[str, ...] = ()  # soft deviations from the Agent Skills spec (usable, but worth fixing)
 
     @property
     def name(self) -> str:
@@ -87,7 +89,12 @@ def estimate_tokens(text: str) -> int:
 
 def parse_skill(text: str, *, path: str = "") -> Skill:
     """Parse a skill document. Raises :class:`InputError` naming ``path`` (and line) on bad
-    front matter, an invalid Agent Skills ``name``/``description``, or unbalanced markers."""
+    front matter, a ``name`` unusable in branch and file names, or unbalanced markers.
+
+    Deviations from the Agent Skills specification that agent tools tolerate (a long
+    description, a name that differs from its folder or breaks the spec's lowercase rule) do not
+    raise: they are listed in ``Skill.warnings``.
+    """
     where = path or "<skill>"
     if "\x00" in text:
         raise InputError("not a text file (contains NUL bytes)", where=where)
@@ -109,31 +116,42 @@ def parse_skill(text: str, *, path: str = "") -> Skill:
             raise InputError("front matter must be a YAML mapping (key: value lines)", where=f"{where}:2")
         front = loaded
         body = text[match.end():]
-    problems = front_matter_problems(front, path)
-    if problems:
-        raise InputError(problems[0], where=f"{where}:1", hint="see the Agent Skills specification")
-    return Skill(text=text, body=body, front_matter=front, protected=find_protected(text, where), path=path)
+    errors, warnings = front_matter_checks(front, path)
+    if errors:
+        raise InputError(errors[0], where=f"{where}:1", hint="see the Agent Skills specification")
+    return Skill(text=text, body=body, front_matter=front, protected=find_protected(text, where), path=path,
+                 warnings=tuple(warnings))
 
 
-def front_matter_problems(front: dict[str, Any], path: str = "") -> list[str]:
-    """Agent Skills rules for ``name`` and ``description``, checked only when present."""
-    problems: list[str] = []
+def front_matter_checks(front: dict[str, Any], path: str = "") -> tuple[list[str], list[str]]:
+    """(errors, warnings) for the Agent Skills ``name`` and ``description``, checked when present.
+
+    Errors are what would break us or an agent tool: a name unusable in branch and file names
+    (see :mod:`skillopt_ci.names`), a description that is not text. Warnings are the spec's
+    softer rules that published skills break while agent tools still load them.
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
     if "name" in front:
         name = front["name"]
-        if not isinstance(name, str) or not 1 <= len(name) <= 64 or not NAME_RE.match(name):
-            problems.append(
-                f"front matter name {name!r} is invalid: use 1-64 characters of a-z, 0-9 and single "
-                "hyphens, not starting or ending with a hyphen"
-            )
-        elif path and Path(path).name.upper() == "SKILL.MD" and Path(path).parent.name not in ("", name):
-            problems.append(f"front matter name {name!r} differs from its folder {Path(path).parent.name!r}")
+        unsafe = name_problem(name) if isinstance(name, str) else "is not a string"
+        if unsafe:
+            errors.append(f"front matter name {name!r:.80} {unsafe}: {NAME_RULE}")
+        else:
+            if not NAME_RE.match(name):
+                warnings.append(f"front matter name {name!r} breaks the Agent Skills rule: lowercase a-z, 0-9 and "
+                                "single hyphens, not starting or ending with a hyphen")
+            folder = Path(path).parent.name if path and Path(path).name.upper() == "SKILL.MD" else ""
+            if folder and folder != name:
+                warnings.append(f"front matter name {name!r} differs from its folder {folder!r} "
+                                "(the Agent Skills spec wants them equal)")
     if "description" in front:
         desc = front["description"]
         if not isinstance(desc, str) or not desc.strip():
-            problems.append("front matter description must be a non-empty string")
+            errors.append("front matter description must be a non-empty string")
         elif len(desc) > 1024:
-            problems.append(f"front matter description is {len(desc)} characters; the limit is 1024")
-    return problems
+            warnings.append(f"front matter description is {len(desc)} characters; the Agent Skills limit is 1024")
+    return errors, warnings
 
 
 def find_protected(text: str, where: str = "<skill>") -> tuple[ProtectedRegion, ...]:

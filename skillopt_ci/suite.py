@@ -99,7 +99,11 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
     splits: dict[str, tuple[Task, ...]] = {}
     first_seen: dict[str, tuple[str, str]] = {}
     for split, file in files.items():
+        before = len(problems)
         tasks = _read_tasks(file, f"{shown}/{file.name}", problems)
+        if not tasks and len(problems) == before:
+            # eval, gate and train refuse an empty split; say so here too (validate lists it).
+            problems.append(Problem(f"{shown}/{file.name}", f"the {split!r} split has no tasks; add tasks or delete the file"))
         for task in tasks:
             if task.id in first_seen:
                 other_split, other_source = first_seen[task.id]

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from skillopt_ci.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.errors import InputError, RuntimeFailure
-from skillopt_ci.evaluation import EvalSession
+from skillopt_ci.evaluation import EvalSession, make_plan
+from skillopt_ci.names import run_dir_name
 from skillopt_ci.paths import display_path
 from skillopt_ci.rundir import RunDir, write_atomic, write_json_atomic
 from skillopt_ci.skill import Skill, load_skill
@@ -95,25 +95,13 @@ def manifest(config: Config, skill: Skill, suite: Suite, policy: TrainPolicy) ->
         "suite_hash": suite.hash,
         "policy": policy.to_dict(),
         "gate": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(config.gate).items()},
-        "models": {role: redact(spec.to_dict()) for role, spec in sorted(config.models.items())},
+        "models": {role: spec.to_dict() for role, spec in sorted(config.models.items())},
     }
-
-
-def redact(spec: dict[str, Any]) -> dict[str, Any]:
-    """A model spec safe to store: user:password in a base URL is replaced by ``***``."""
-    url = spec.get("base_url")
-    if url:
-        parts = urlsplit(url)
-        if parts.username or parts.password:
-            host = parts.hostname or ""
-            netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-            spec = {**spec, "base_url": urlunsplit(parts._replace(netloc=netloc))}
-    return spec
 
 
 def default_run_dir(config: Config, skill: Skill, ident: dict[str, Any]) -> Path:
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
-    return config.runs_dir / f"train-{skill.name}-{key}"
+    return config.runs_dir / run_dir_name("train", skill.name, key)
 
 
 def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], None] = print,
@@ -124,14 +112,16 @@ def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], 
     run_dir = request.out or default_run_dir(config, skill, ident)
     options = {"cache_mode": request.cache_mode, **(session_options or {})}
     with EvalSession(config, **options) as session:
-        session.check(suite)
+        session.check(suite, make_plan(skill, suite, "val", policy.repeats), _budgets(config, request))
         session.pool.check_credentials("optimizer")
         run = RunDir(run_dir)
         run.open(ident, fresh=request.fresh)
         write_json_atomic(run_dir / "config.json", {**ident, "budgets": vars(_budgets(config, request)),
                                                     "concurrency": config.concurrency, "cache": config.cache.mode})
         state = TrainState.load(run_dir) or TrainState()
-        if state.phase != "baseline" or state.versions:
+        if state.phase == "done":
+            log(f"{display_path(run_dir)} is already complete: reusing its result (pass --fresh to train again)")
+        elif state.phase != "baseline" or state.versions:
             log(f"resuming {display_path(run_dir)} at {state.phase} (epoch {state.epoch}, step {state.step})")
         trainer = Trainer(config, entry, skill, suite, session, run_dir, policy=policy,
                           budgets=_budgets(config, request), log=log)

@@ -1,4 +1,9 @@
-"""``skillopt-ci validate``: every problem with the config, its suites and its skills, at once."""
+"""``skillopt-ci validate``: every problem with the config, its suites and its skills, at once.
+
+Errors and warnings (``Problem.level``) come from the same checks ``eval``, ``gate`` and
+``train`` run before they spend anything (:mod:`skillopt_ci.preflight`), so what validate passes,
+they accept.
+"""
 
 from __future__ import annotations
 
@@ -28,21 +33,22 @@ def validate_project(config_path: Path, display: str | None = None) -> tuple[Con
     checked_suites: set[Path] = set()
     for entry in config.skills:
         if entry.path.is_file():
-            problems += _skill_problems(entry.path, _relative(entry.path, config.root))
+            problems += _skill_problems(entry.path, _relative(entry.path, config.root), config)
         if entry.suite.is_dir() and entry.suite not in checked_suites:
             checked_suites.add(entry.suite)
             problems += suite_problems(entry.suite, _relative(entry.suite, config.root), config)
     return config, problems
 
 
-def _skill_problems(path: Path, shown: str) -> list[Problem]:
+def _skill_problems(path: Path, shown: str, config: Config) -> list[Problem]:
+    from skillopt_ci.preflight import skill_warnings
     from skillopt_ci.skill import load_skill
 
     try:
-        load_skill(path, display=shown)
+        skill = load_skill(path, display=shown)
     except InputError as exc:
         return [Problem(exc.where or shown, exc.message)]
-    return []
+    return skill_warnings(skill, shown, config.limits)
 
 
 def suite_problems(path: Path, shown: str, config: Config | None) -> list[Problem]:
@@ -63,4 +69,9 @@ def suite_problems(path: Path, shown: str, config: Config | None) -> list[Proble
         problems.append(Problem(f"{shown}/suite.yaml", f"uses an llm_judge scorer but {config.file} has no models.judge", "scorer"))
     if "val" not in suite.splits:
         problems.append(Problem(shown, "has no val split: the pull-request gate and training need one"))
+    if config is not None:
+        from skillopt_ci.preflight import prompt_warnings
+
+        for tasks in suite.splits.values():
+            problems += prompt_warnings(suite, tasks, config.limits)
     return problems

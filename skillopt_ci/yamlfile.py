@@ -22,16 +22,23 @@ PathParts = tuple[str | int, ...]
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with an input file, located as precisely as we can."""
+    """One thing wrong with an input file, located as precisely as we can. ``level`` is
+    ``error`` (the input cannot be used) or ``warning`` (usable, but probably not what was meant;
+    ``--strict`` makes it an error)."""
 
     file: str
     message: str
     path: str = ""
     line: int | None = None
+    level: str = "error"
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+    @property
+    def is_warning(self) -> bool:
+        return self.level == "warning"
 
     def to_error(self, hint: str | None = None) -> InputError:
         where = f"{self.file}:{self.line}" if self.line else self.file
@@ -146,7 +153,8 @@ def _describe(err: Any) -> str:
         extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
         return f"unknown key {', '.join(map(repr, extra))}; allowed keys: {', '.join(allowed)}"
     if v == "enum":
-        return f"{err.instance!r} is not one of: {', '.join(map(str, err.validator_value))}"
+        shown = [str(v) for v in err.validator_value if isinstance(v, str)] or list(map(str, err.validator_value))
+        return f"{err.instance!r} is not one of: {', '.join(shown)}"
     if v == "required":
         return err.message.replace("is a required property", "is required")
     if v == "type":

@@ -68,3 +68,43 @@ def test_no_improvement_opens_nothing(tmp_path, fake):
     assert training_pulls(fake) == [] and fake.writes() == []
     assert "no improvement: no pull request" in pr.summary
     assert pr.outputs()["verdict"] == "unchanged" and "pr-number" not in pr.outputs()
+
+
+@pytest.mark.parametrize("fault", ["labels", "check run"])
+def test_a_failed_label_or_check_run_keeps_the_pull_request_number(tmp_path, fake, fault):
+    if fault == "labels":
+        fake.fail_next("POST", r"/issues/\d+/labels$", 403, times=None)
+        need = "pull-requests: write"
+    else:
+        fake.fail_next("POST", r"/check-runs$", 403, times=None)
+        need = "checks: write"
+    with ScriptedModelServer(SimulatedModels()) as server:
+        pr = nightly(tmp_path, fake, server)
+        res = run_train(pr)
+    assert res.code == 0, res.err + res.out
+    [opened] = training_pulls(fake)
+    outputs = pr.outputs()
+    assert outputs["verdict"] == "improved" and outputs["pr-number"] == str(opened["number"])
+    assert f"::warning title=skillopt-ci could not update GitHub::pull request #{opened['number']} was opened" in res.out
+    assert need in res.out and "::error" not in res.out
+    assert f"pull request [#{opened['number']}](" in pr.summary
+    assert f"add `permissions: {need}`" in pr.summary
+
+
+def test_a_pull_request_that_cannot_be_opened_still_reports_the_improvement(tmp_path, fake):
+    fake.fail_next("POST", r"/pulls$", 403, "GitHub Actions is not permitted to create or approve pull requests.",
+                   times=None)
+    with ScriptedModelServer(SimulatedModels()) as server:
+        pr = nightly(tmp_path, fake, server)
+        res = run_train(pr)
+    assert res.code == 3, res.err + res.out  # the deliverable (the PR) failed: see README, "GitHub Action"
+    assert training_pulls(fake) == []
+    outputs = pr.outputs()
+    assert outputs["verdict"] == "improved" and "pr-number" not in outputs
+    assert "::warning title=skillopt-ci could not update GitHub::opening the pull request: 403 GitHub Actions is " \
+        "not permitted" in res.out
+    assert "Allow GitHub Actions to create and approve pull requests" in res.out
+    assert "::error title=skillopt-ci train::training improved ticket-triage but no pull request could be opened" \
+        in res.out
+    assert "ticket-triage: improved, but the pull request could not be opened" in pr.summary
+    assert "add `permissions: pull-requests: write`" in pr.summary

@@ -9,6 +9,7 @@ from typing import Any
 
 import github
 import pytest
+import requests
 from github import Auth, InputGitTreeElement
 
 from skillopt_ci.testing.github import FakeGitHub
@@ -396,6 +397,27 @@ def test_fault_injection(fake: FakeGitHub, repo: Any) -> None:
     assert info.value.status == 429 and info.value.headers["retry-after"] == "7"
     repo.get_pull(1).create_issue_comment("hi")
     assert [c["body"] for c in fake.comments_on(1)] == ["hi"]
+
+
+def test_lasting_faults_and_dropped_connections(fake: FakeGitHub, repo: Any) -> None:
+    fake.add_pull(1, "a" * 40, fake.branch_sha("main"))
+    [comment] = [repo.get_pull(1).create_issue_comment("hi")]
+    fake.fail_next("PATCH", r"/issues/comments/\d+$", 403, times=None)  # a permission the token lacks
+    for _ in range(3):
+        with pytest.raises(github.GithubException) as info:
+            comment.edit("edited")
+        assert info.value.status == 403
+    fake.fail_next("POST", r"/issues/1/comments$", 500, times=2)
+    for _ in range(2):
+        with pytest.raises(github.GithubException):
+            repo.get_pull(1).create_issue_comment("again")
+    repo.get_pull(1).create_issue_comment("again")
+    fake.fail_next("GET", r"/pulls/1$", 0)  # the connection closes without an answer
+    with pytest.raises(requests.ConnectionError):
+        repo.get_pull(1)
+    assert repo.get_pull(1).number == 1
+    assert [c["body"] for c in fake.comments_on(1)] == ["hi", "again"]
+    assert [r.status for r in fake.requests if r.path.endswith("/pulls/1")][-2:] == [0, 200]
 
 
 def test_rate_limit_headers_decrease_until_github_refuses() -> None:

@@ -202,7 +202,7 @@ def test_suite_without_val_split(tmp_path, server):
 def test_not_a_git_repository(tmp_path, server):
     project = write_project(tmp_path / "p", server.openai_base_url)
     res = run_cli("gate", "--base", "main", "--quiet", cwd=project)
-    assert res.code == 2 and "not inside a git repository" in res.err or "unknown git ref" in res.err
+    assert res.code == 2 and "not a git repository" in res.err and "unknown git ref" not in res.err
 
 
 def test_compare_two_files(tmp_path, server):
@@ -288,3 +288,60 @@ def test_shards_partition_the_tasks(spec):
     # Adding tasks never moves an existing task to another shard.
     more = tasks + [Task(id=f"x{i}", input=i) for i in range(50)]
     assert all({t.id for t in s} <= {t.id for t in Shard(i, n).select(more)} for i, s in enumerate(slices, start=1))
+
+
+def _compare_runs(root: Path) -> list[Path]:
+    return sorted((root / ".skillopt/runs").glob("compare-*"))
+
+
+def test_compare_after_editing_a_skill_evaluates_the_new_content(tmp_path, server):
+    root = write_project(tmp_path / "p", server.openai_base_url)
+    head = root / "head.md"
+    head.write_text(skill_text(root))
+    args = ("compare", SKILL, "head.md", "--suite", "eval_suites/ticket-triage", "--quiet")
+    first = run_cli(*args, cwd=root)
+    assert first.code == 0, first.err
+    edited = skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")
+    head.write_text(edited)
+    second = run_cli(*args, cwd=root)
+    assert second.code == 1, second.err
+    runs = _compare_runs(root)
+    assert len(runs) == 2  # one run per content, named by it
+    new = next(r for r in runs if (r / "ticket-triage/head/skill.md").read_text() == edited)
+    assert gate_json(new)["skills"][0]["verdict"] == "regressed"
+    report = (new / "report.md").read_text()
+    assert report.startswith("## skillopt-ci compare: ") and "skillopt-ci gate" not in report
+    assert "To merge anyway" not in report and "head.md" in report.splitlines()[2]
+    calls = server.call_count
+    again = run_cli(*args, cwd=root)  # unchanged content: the same run resumes, nothing is re-run
+    assert again.code == 1 and server.call_count == calls and _compare_runs(root) == runs
+
+
+def test_compare_fresh_starts_an_explicit_run_over(tmp_path, server):
+    root = write_project(tmp_path / "p", server.openai_base_url)
+    head = root / "head.md"
+    head.write_text(skill_text(root))
+    args = ("compare", SKILL, "head.md", "--suite", "eval_suites/ticket-triage", "--out", str(tmp_path / "c"), "--quiet")
+    assert run_cli(*args, cwd=root).code == 0
+    head.write_text(skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, ""))
+    stale = run_cli(*args, cwd=root)
+    assert stale.code == 2 and "different run" in stale.err and "--fresh" in stale.err
+    fresh = run_cli(*args, "--fresh", cwd=root)
+    assert fresh.code == 1, fresh.err
+    assert gate_json(tmp_path / "c")["skills"][0]["verdict"] == "regressed"
+
+
+def test_gate_on_an_edited_working_tree_gets_a_new_run(tmp_path, server):
+    root = make_repo(tmp_path, server.openai_base_url)
+    (root / SKILL).write_text(skill_text(root).replace(BUG_RULE, ""))
+    first = run_cli("gate", "--quiet", cwd=root)
+    assert first.code in (0, 1), first.err
+    (root / SKILL).write_text(skill_text(root).replace(ACCOUNT_RULE, "").replace(BILLING_RULE, ""))
+    second = run_cli("gate", "--quiet", cwd=root)
+    assert second.code == 1, second.err
+    runs = sorted((root / ".skillopt/runs").glob("gate-*"))
+    assert len(runs) == 2
+    calls = server.call_count
+    assert run_cli("gate", "--quiet", cwd=root).code == 1 and server.call_count == calls
+    again = run_cli("gate", "--fresh", "--quiet", "--cache", "off", cwd=root)
+    assert again.code == 1 and server.call_count == calls + 24

@@ -64,7 +64,7 @@ def test_openai_compatible_needs_no_key_and_passes_unknown_params(tmp_path, srv)
             "params": {"temperature": 0, "top_k": 20}}
     done = call(make_pool(tmp_path, spec, env={}))
     assert done.text == "hello there"
-    assert done.cost_usd is None  # no price for a local model: unknown, not zero
+    assert done.cost_usd == 0.0  # no price, but served on this machine (loopback): free
     req = srv.calls[0].request
     assert req.params["top_k"] == 20 and req.model == "qwen2.5-7b"
 

@@ -102,7 +102,8 @@ def test_fully_cached_run_builds_no_model_client(project, tmp_path):
 
 
 def test_dollar_budget_needs_known_prices(tmp_path, server):
-    project = write_project(tmp_path / "p", server.openai_base_url, pricing={}, budgets={"max_dollars": 1})
+    # Not a loopback address (those count as free); refused before any call, so it is never reached.
+    project = write_project(tmp_path / "p", "http://models.invalid/v1", pricing={}, budgets={"max_dollars": 1})
     res = run_cli("eval", "ticket-triage", "--quiet", cwd=project)
     assert res.code == 2 and "price of 'sim-triage-1' is unknown" in res.err and "pricing" in res.err
 

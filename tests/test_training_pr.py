@@ -11,6 +11,7 @@ import pytest
 
 from skillopt_ci.edits import Edit
 from skillopt_ci.github.publisher import Publisher, PublishError
+from skillopt_ci.github.retry import RetryPolicy
 from skillopt_ci.github.training_pr import (
     TrainingPRIncomplete,
     TrainingPullRequest,
@@ -174,7 +175,7 @@ def fake() -> Iterator[FakeGitHub]:
 
 @pytest.fixture
 def publisher(fake: FakeGitHub) -> Publisher:
-    return Publisher(fake.token, fake.api_url, fake.full_name, throttle=False)
+    return Publisher(fake.token, fake.api_url, fake.full_name, throttle=False, retry=RetryPolicy(backoff=0))
 
 
 def propose(publisher: Publisher, text: str = TRAINED, **overrides: Any) -> TrainingPullRequest:
@@ -317,14 +318,44 @@ def test_a_read_only_token_names_contents_write(fake: FakeGitHub, publisher: Pub
 
 def test_failures_after_the_pr_exists_still_return_it(fake: FakeGitHub, publisher: Publisher) -> None:
     fake.fail_next("POST", r"/check-runs$", 403)
-    fake.fail_next("POST", r"/labels$", 500)
+    fake.fail_next("POST", r"/labels$", 500, times=None)  # every retry fails too
     with pytest.raises(TrainingPRIncomplete) as info:
         propose(publisher)
     assert info.value.pull_request.number == 1 and info.value.pull_request.created
     message = str(info.value)
     assert message.startswith(f"pull request #1 was opened ({fake.url}/octo/skills/pull/1), but")
     assert "checks: write" in message and "creating labels: GitHub answered 500" in message
+    assert info.value.permission == "checks: write"
     assert isinstance(info.value, PublishError)
+    assert len([r for r in fake.requests if r.method == "POST" and r.path.endswith("/labels")]) == 3
+
+
+def test_transient_failures_are_retried(fake: FakeGitHub, publisher: Publisher) -> None:
+    fake.fail_next("POST", r"/git/commits$", 0)  # a dropped connection
+    fake.fail_next("POST", r"/pulls$", 502)
+    fake.fail_next("POST", r"/check-runs$", 403, "You have exceeded a secondary rate limit. Please wait a few "
+                   "minutes before you try again.")
+    result = propose(publisher)
+    assert result.created and list(fake.pulls) == [result.number]
+    assert [c["conclusion"] for c in fake.check_runs_for(result.head_sha)] == ["success"]
+    assert fake.file_at(BRANCH, SKILL) == TRAINED
+    assert [r.status for r in fake.requests if r.status in (0, 403, 502)] == [0, 502, 403]
+
+
+def test_retry_gives_up_after_its_attempts(fake: FakeGitHub) -> None:
+    publisher = Publisher(fake.token, fake.api_url, fake.full_name, throttle=False,
+                          retry=RetryPolicy(attempts=2, backoff=0))
+    fake.fail_next("POST", r"/pulls$", 503, times=None)
+    with pytest.raises(PublishError, match="opening the pull request: GitHub answered 503"):
+        propose(publisher)
+    assert len([r for r in fake.requests if r.method == "POST" and r.path.endswith("/pulls")]) == 2
+
+
+def test_backoff_doubles_and_is_capped() -> None:
+    policy = RetryPolicy(attempts=5, backoff=2.0, max_wait=5.0)
+    assert [policy.wait(n, None) for n in (1, 2, 3)] == [2.0, 4.0, 5.0]
+    assert policy.wait(1, 30.0) == 5.0 and policy.wait(1, 3.0) == 3.0
+    assert RetryPolicy(backoff=0).wait(3, None) == 0.0
 
 
 def test_rendered_body_reaches_the_pull_request(fake: FakeGitHub, publisher: Publisher) -> None:

@@ -6,6 +6,14 @@ schedule / workflow_dispatch → eval of every configured skill → job summary,
 
 The job summary is written before anything is sent to GitHub, so when GitHub fails (a missing
 permission, a rate limit) the scores are still in the summary, and the failure is one clear line.
+
+The verdict decides the exit code. A GitHub write that still fails after its retries (comment,
+check run, labels) is a ``::warning`` and a section at the end of the job summary naming the
+permission to add — never exit 3 on its own, so a missing ``checks: write`` cannot turn a passing
+gate red. The one exception is mode train: when training improved a skill but its pull request
+could not be opened, the night's deliverable is lost, so the job exits 3 (the verdict output still
+says ``improved``). A PR that was opened but could not be labelled or checked is a warning, and its
+number is still in the ``pr-number`` output.
 """
 
 from __future__ import annotations
@@ -13,7 +21,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,8 +35,10 @@ from skillopt_ci.github.runner_files import append_summary, command, write_outpu
 from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env
 from skillopt_ci.markdown import escape_inline
 from skillopt_ci.models.registry import resolve_endpoint
+from skillopt_ci.names import run_dir_name
+from skillopt_ci.redact import SECRETS
 from skillopt_ci.report import score_table
-from skillopt_ci.rundir import write_atomic
+from skillopt_ci.rundir import write_atomic, write_json_atomic
 from skillopt_ci.skill import load_skill
 from skillopt_ci.suite import load_suite
 
@@ -43,20 +52,35 @@ class Context:
     publisher_factory: Callable[[ActionSettings], Publisher]
     session_options: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
-    publish_errors: list[str] = field(default_factory=list)
+    publish_errors: list[PublishError] = field(default_factory=list)
     run_dirs: list[Path] = field(default_factory=list)
 
     def summary(self, markdown: str) -> None:
         append_summary(self.settings.summary_file, markdown)
 
     def publish(self, doing: Callable[[], Any]) -> Any:
-        """Run one GitHub call; a failure is reported once and remembered, never raised."""
+        """Run one GitHub call (already retried inside the publisher); a failure is a warning,
+        remembered for the job summary, never raised."""
         try:
             return doing()
         except PublishError as exc:
-            self.publish_errors.append(str(exc))
-            command("error", str(exc), stream=self.out, title="skillopt-ci could not update GitHub")
+            self.warn(exc)
             return None
+
+    def warn(self, exc: PublishError) -> None:
+        self.publish_errors.append(exc)
+        command("warning", str(exc), stream=self.out, title="skillopt-ci could not update GitHub")
+
+    def summarize_publish_errors(self) -> None:
+        if not self.publish_errors:
+            return
+        needed = sorted({e.permission for e in self.publish_errors if e.permission})
+        lines = [f"- {escape_inline(str(e), 1000)}" for e in self.publish_errors]
+        fix = (f"\n\nTo fix: add `permissions: {', '.join(needed)}` to the workflow (or the job)."
+               if needed else "")
+        self.summary("## ⚠️ skillopt-ci could not update GitHub\n\n"
+                     "The verdict stands; only these updates to GitHub are missing.\n\n"
+                     + "\n".join(lines) + fix + "\n")
 
 
 def default_publisher(settings: ActionSettings) -> Publisher:
@@ -65,14 +89,17 @@ def default_publisher(settings: ActionSettings) -> Publisher:
     from urllib.parse import urlsplit
 
     loopback = urlsplit(settings.api_url).hostname in ("127.0.0.1", "localhost", "::1")
-    return Publisher(settings.token, settings.api_url, settings.repository, throttle=not loopback)
+    return Publisher(settings.token, settings.api_url, settings.repository, throttle=not loopback,
+                     retry=settings.retry)
 
 
 def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
                publisher_factory: Callable[[ActionSettings], Publisher] = default_publisher,
                session_options: dict[str, Any] | None = None) -> int:
     """The whole action; returns the exit code (0 ok, 1 gate failed, 2 bad input, 3 runtime)."""
+    SECRETS.add_env(env)
     settings = settings_from_env(env)
+    SECRETS.add(settings.token)
     ctx = Context(settings, out or sys.stdout, publisher_factory, dict(session_options or {}))
     flows = {"gate": gate_flow, "eval": eval_flow, "train": train_flow}
     try:
@@ -83,10 +110,9 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
         ctx.summary(f"## skillopt-ci: could not run\n\n{escape_inline(str(exc), 2000)}\n")
         ctx.outputs.setdefault("verdict", "error")
         code = exc.exit_code
+    ctx.summarize_publish_errors()
     write_reports(ctx)
     write_outputs(settings.output_file, ctx.outputs)
-    if code == EXIT_OK and ctx.publish_errors:
-        return EXIT_RUNTIME
     return code
 
 
@@ -202,12 +228,20 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
     if report.failed and publisher:
         labels = ctx.publish(lambda: publisher.labels(pr.number)) or labels
     report = replace(report, overridden=report.failed and report.policy.override_label in labels)
+    if report.overridden:  # the run directory (and its HTML report) must say so too
+        write_json_atomic(out / "gate.json", report.to_dict())
     full = render_gate(report, limit=1_000_000, run_url=s.run_url)
     write_atomic(out / "report.md", full)
     ctx.summary(full)
     ctx.outputs.update({"verdict": report.verdict, "report-path": str(out / "report.md")})
+    label = escape_inline(report.policy.override_label, 60)
     for skill in report.skills:
-        if skill.failed:
+        if not skill.failed:
+            continue
+        if report.overridden:
+            command("notice", f"{skill.reason} (allowed by the label {label})", stream=ctx.out,
+                    file=skill.change.path, line=1, title=f"skillopt-ci: {skill.change.name} {skill.verdict}, overridden")
+        else:
             command("error", skill.reason, stream=ctx.out, file=skill.change.path, line=1,
                     title=f"skillopt-ci: {skill.change.name} {skill.verdict}")
     if publisher:
@@ -216,10 +250,14 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
             url = ctx.publish(lambda: publisher.upsert_comment(pr.number, body, create=bool(report.skills)))
             if url:
                 ctx.outputs["comment-url"] = url
-        conclusion = {"failed": "failure", "inconclusive": "neutral", "skipped": "success"}.get(report.verdict, "success")
-        annotations = [Annotation(sk.change.path, sk.reason, f"{sk.change.name}: {sk.verdict}")
+        # GitHub has no "overridden" conclusion: success lets the PR merge, the title says why.
+        conclusion = {"failed": "failure", "inconclusive": "neutral"}.get(report.verdict, "success")
+        level = "notice" if report.overridden else "failure"
+        suffix = f" (overridden by the label {report.policy.override_label})" if report.overridden else ""
+        annotations = [Annotation(sk.change.path, sk.reason + suffix, f"{sk.change.name}: {sk.verdict}{suffix}", level)
                        for sk in report.skills if sk.failed]
-        title = {"failed": "A skill regressed", "overridden": "Regression allowed by label",
+        title = {"failed": "A skill regressed",
+                 "overridden": f"Overridden: regression allowed by the label {report.policy.override_label}",
                  "inconclusive": "Inconclusive: too few measurements", "skipped": "No skill changed",
                  "passed": "No regression"}[report.verdict]
         ctx.publish(lambda: publisher.check_run(pr.head_sha, conclusion=conclusion, title=title,
@@ -245,7 +283,7 @@ def eval_flow(ctx: Context) -> int:
             skill = load_skill(entry.path, display=entry.name)
             suite = load_suite(entry.suite, display=entry.name)
             plan = make_plan(skill, suite, config.gate.split, config.gate.repeats)
-            out = config.runs_dir / f"scheduled-{entry.name}-{skill.hash[:12]}"
+            out = config.runs_dir / run_dir_name("scheduled", entry.name, skill.hash[:12])
             ctx.run_dirs.append(out)
             outcome = session.evaluate(plan, out)
             summaries.append(outcome.summary)
@@ -262,7 +300,8 @@ def eval_flow(ctx: Context) -> int:
 def train_flow(ctx: Context) -> int:
     """Nightly training: train each configured skill (or the named ones); when the best skill
     beats the current one on validation and holds on test, open or update its pull request."""
-    from skillopt_ci.github.training_pr import propose_training_pr
+    from skillopt_ci.github.training_pr import TrainingPRIncomplete, propose_training_pr
+    from skillopt_ci.names import training_branch
     from skillopt_ci.train_pr_body import render_training_check, render_training_pr
     from skillopt_ci.train_report import summary_table
     from skillopt_ci.training import TrainRequest, run_training
@@ -274,7 +313,7 @@ def train_flow(ctx: Context) -> int:
     if reason:
         return skip(ctx, "No model key", f"{reason}. Nothing was trained.")
     publisher = ctx.publisher_factory(s) if s.token else None
-    sections, numbers = [], []
+    sections, numbers, improved, lost = [], [], [], []
     top = Git(s.workspace).top_level().resolve()
     for entry in entries:
         command("group", f"Training {entry.name}", stream=ctx.out)
@@ -287,23 +326,38 @@ def train_flow(ctx: Context) -> int:
         ctx.run_dirs.append(outcome.run_dir)
         summary = outcome.summary
         line = "improved" if summary.improved else "no improvement: no pull request"
+        if summary.improved:
+            improved.append(entry.name)
         if summary.improved and publisher:
             title, body = render_training_pr(summary, current_text=outcome.baseline_text,
                                              trained_text=outcome.best_text, run_url=s.run_url,
                                              artifact_hint="the run directory is in the workflow run's artifact")
             check_title, check_summary = render_training_check(summary, s.run_url)
-            pr = ctx.publish(partial(
-                propose_training_pr, publisher, skill_path=outcome.entry.path.resolve().relative_to(top).as_posix(),
-                trained_text=outcome.best_text, title=title, body=body, branch=f"skillopt/train/{entry.name}",
-                labels=config.train.labels, check_summary=check_summary, check_title=check_title,
-                details_url=s.run_url))
+            try:
+                pr = propose_training_pr(
+                    publisher, skill_path=outcome.entry.path.resolve().relative_to(top).as_posix(),
+                    trained_text=outcome.best_text, title=title, body=body, branch=training_branch(entry.name),
+                    labels=config.train.labels, check_summary=check_summary, check_title=check_title,
+                    details_url=s.run_url)
+            except TrainingPRIncomplete as exc:  # the PR exists; labels or the check run failed
+                ctx.warn(exc)
+                pr = exc.pull_request
+            except PublishError as exc:  # no PR: the improvement is not delivered
+                ctx.warn(exc)
+                lost.append(entry.name)
+                pr = None
+                line = f"improved, but the pull request could not be opened: {escape_inline(str(exc), 500)}"
             if pr is not None and pr.number:
                 numbers.append(str(pr.number))
                 line = f"pull request [#{pr.number}]({pr.url}) {'opened' if pr.created else 'updated'}"
         sections.append(f"### {escape_inline(entry.name, 60)}: {line}\n\n"
                         f"```text\n{summary_table(summary)}\n```\n")
     ctx.summary("## skillopt-ci train\n\n" + "\n".join(sections))
-    ctx.outputs["verdict"] = "improved" if numbers else "unchanged"
+    ctx.outputs["verdict"] = "improved" if improved else "unchanged"
     if numbers:
         ctx.outputs["pr-number"] = " ".join(numbers)
+    if lost:
+        command("error", f"training improved {', '.join(lost)} but no pull request could be opened; "
+                "see the warning above for the permission to add", stream=ctx.out, title="skillopt-ci train")
+        return EXIT_RUNTIME
     return EXIT_OK

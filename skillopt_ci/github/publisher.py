@@ -3,14 +3,22 @@
 - One sticky comment per pull request, found by a hidden marker at the very start of a bot's
   comment, edited in place. Untrusted text never contains the marker (see :mod:`markdown`).
 - A check run on the PR's head commit, with annotations sent 50 per request (GitHub's limit).
-- Every GitHub failure becomes a :class:`PublishError` with one actionable sentence (which
-  permission is missing, what was not found, when the rate limit resets); the caller decides.
+- Every call is retried per a :class:`RetryPolicy` (5xx, dropped connections, the secondary rate
+  limit; see :mod:`skillopt_ci.github.retry`). A failure that remains becomes a
+  :class:`PublishError` with one actionable sentence (which permission is missing, what was not
+  found, when the rate limit resets) and ``permission`` set when one would fix it; the caller decides.
+- When the sticky comment cannot be edited (a 403 on PATCH), the new text is posted as a new
+  comment and the stale one is deleted if GitHub allows, so no comment stays at "evaluating…".
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
+
+from skillopt_ci.github.retry import RetryPolicy, call_with_retry
+from skillopt_ci.redact import redact_args
 
 MARKER = "<!-- skillopt-ci:gate -->"
 CHECK_NAME = "skillopt-ci gate"
@@ -19,7 +27,12 @@ ANNOTATIONS_PER_REQUEST = 50
 
 
 class PublishError(Exception):
-    """A GitHub API call failed; ``str()`` says what to do about it."""
+    """A GitHub API call failed; ``str()`` says what to do about it. ``permission`` names the
+    workflow permission that would fix it (e.g. ``checks: write``) when that is the cause."""
+
+    def __init__(self, message: str, permission: str | None = None):
+        super().__init__(message)
+        self.permission = permission
 
 
 @dataclass(frozen=True)
@@ -46,9 +59,10 @@ def explain(exc: Exception, doing: str) -> PublishError:
         if exc.status == 401:
             return PublishError(f"{doing}: the token was refused (401); pass token: ${{{{ github.token }}}} to the action")
         if exc.status == 403:
-            need = "checks: write" if "check" in doing else "pull-requests: write"
+            need = ("checks: write" if "check" in doing else
+                    "pull-requests: read" if doing.startswith(("reading", "listing")) else "pull-requests: write")
             return PublishError(f"{doing}: 403 {message}; give the workflow `permissions: {need}` "
-                                "(fork pull requests never get write access)")
+                                "(fork pull requests never get write access)", permission=need)
         if exc.status == 404:
             return PublishError(f"{doing}: 404 {message}; check the repository and pull request number")
         return PublishError(f"{doing}: GitHub answered {exc.status} {message}")
@@ -58,7 +72,8 @@ def explain(exc: Exception, doing: str) -> PublishError:
 class Publisher:
     """A repository on GitHub (or GitHub Enterprise: ``api_url`` is ``GITHUB_API_URL``)."""
 
-    def __init__(self, token: str, api_url: str, repository: str, *, throttle: bool = True):
+    def __init__(self, token: str, api_url: str, repository: str, *, throttle: bool = True,
+                 retry: RetryPolicy | None = None):
         from github import Auth, Github
 
         kwargs: dict[str, Any] = {}
@@ -67,12 +82,13 @@ class Publisher:
         self._gh = Github(auth=Auth.Token(token), base_url=api_url, timeout=30, **kwargs)
         self._repository = repository
         self._repo: Any = None
+        self.retry = retry or RetryPolicy()
 
     def _call(self, doing: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from github import GithubException
 
         try:
-            return fn(*args, **kwargs)
+            return call_with_retry(self.retry, fn, *args, **kwargs)
         except GithubException as exc:
             raise explain(exc, doing) from None
         except OSError as exc:
@@ -88,6 +104,7 @@ class Publisher:
         issue = self._call("reading the pull request", self.repo.get_issue, number)
         return [label.name for label in self._call("reading labels", lambda: list(issue.get_labels()))]
 
+    @redact_args
     def upsert_comment(self, number: int, body: str, *, create: bool = True) -> str | None:
         """Edit the one sticky comment, or create it when ``create``; returns its URL (None when
         there was none and ``create`` is false). ``body`` must start with MARKER."""
@@ -95,14 +112,30 @@ class Publisher:
         comments = self._call("listing comments", lambda: list(issue.get_comments()))
         mine = [c for c in comments if (c.body or "").startswith(MARKER) and getattr(c.user, "type", "") == "Bot"]
         if mine:
-            comment = mine[0]
-            self._call("editing the comment", comment.edit, body)
-            return comment.html_url
+            comment = mine[-1]  # the newest: an older one may be a placeholder that could not be edited
+            try:
+                self._call("editing the comment", comment.edit, body)
+                return comment.html_url
+            except PublishError as exc:
+                return self._replace_comment(issue, comment, body, exc)
         if not create:
             return None
         comment = self._call("commenting on the pull request", issue.create_comment, body)
         return comment.html_url
 
+    def _replace_comment(self, issue: Any, stale: Any, body: str, why: PublishError) -> str:
+        """Post ``body`` as a new comment because ``stale`` could not be edited, then delete
+        ``stale`` if GitHub lets us. Raises :class:`PublishError` (naming the edit failure too)
+        only when the new comment cannot be posted either; the URL is the new comment's."""
+        try:
+            comment = self._call("commenting on the pull request", issue.create_comment, body)
+        except PublishError as exc:
+            raise PublishError(f"{why}; then {exc}", permission=exc.permission or why.permission) from None
+        with contextlib.suppress(PublishError):  # if it stays, the new comment below it has the result
+            self._call("deleting the outdated comment", stale.delete)
+        return comment.html_url
+
+    @redact_args
     def check_run(self, head_sha: str, *, conclusion: str, title: str, summary: str,
                   annotations: list[Annotation], details_url: str | None = None) -> str:
         """A completed check run on ``head_sha``; returns its URL."""

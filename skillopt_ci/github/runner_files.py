@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from skillopt_ci.redact import redact, write_command
+
 SUMMARY_LIMIT = 1024 * 1024 - 1024  # 1 MiB per step, with room for what others append
 
 
@@ -28,7 +30,7 @@ def write_outputs(path: Path | None, values: Mapping[str, str]) -> None:
             delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
         chunks.append(f"{name}<<{delimiter}\n" + "\n".join(lines) + f"\n{delimiter}\n")
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write("".join(chunks))
+        fh.write(redact("".join(chunks)))
 
 
 def append_summary(path: Path | None, markdown: str) -> None:
@@ -38,7 +40,7 @@ def append_summary(path: Path | None, markdown: str) -> None:
     room = SUMMARY_LIMIT - used
     if room <= 0:
         return
-    data = markdown.encode("utf-8")
+    data = redact(markdown).encode("utf-8")
     if len(data) > room:
         note = "\n\n_Summary truncated at GitHub's 1 MiB limit; the full report is in the run artifact._\n"
         data = data[: room - len(note.encode())].decode("utf-8", "ignore").encode("utf-8") + note.encode()
@@ -58,7 +60,7 @@ def command(name: str, message: str, *, stream: TextIO | None = None, **properti
     """Emit ``::name prop=value,…::message`` (e.g. ``error``, ``warning``, ``notice``)."""
     props = ",".join(f"{k}={_escape_property(str(v))}" for k, v in properties.items() if v is not None)
     out = stream or sys.stdout
-    out.write(f"::{name}{' ' + props if props else ''}::{_escape_data(message)}\n")
+    write_command(out, f"::{name}{' ' + props if props else ''}::{_escape_data(message)}\n")
     out.flush()
 
 

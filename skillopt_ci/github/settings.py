@@ -3,6 +3,10 @@
 ``action.yml`` maps every input into an ``SKILLOPT_*`` environment variable (composite actions do
 not export ``INPUT_*``); event data is read from ``GITHUB_EVENT_PATH``, never interpolated into a
 shell. A bad value names the variable and lists what is allowed.
+
+GitHub calls are retried (see :mod:`skillopt_ci.github.retry`): ``SKILLOPT_GITHUB_ATTEMPTS``
+(default 3, 1 turns retrying off) and ``SKILLOPT_GITHUB_BACKOFF`` (seconds before the first retry,
+doubled each time; default 2) tune it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.errors import InputError
+from skillopt_ci.github.retry import RetryPolicy
 
 MODES = ("auto", "gate", "eval", "train")
 TRUE = ("true", "yes", "1", "on")
@@ -48,6 +53,7 @@ class ActionSettings:
     skills: tuple[str, ...] = ()
     comment: bool = True
     fail: bool = True
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     event: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -93,6 +99,20 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise InputError(f"{name}={raw!r} is not a boolean", hint="use true or false")
 
 
+def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum or value != value or value == float("inf"):
+        kind = "a whole number" if integer else "a number of seconds"
+        raise InputError(f"{name}={raw!r} is not {kind} of at least {minimum:g}", hint=f"unset it for the default {default:g}")
+    return value
+
+
 def settings_from_env(env: Mapping[str, str]) -> ActionSettings:
     """Read the runner's environment. Raises :class:`InputError` naming the variable."""
     def need(name: str) -> str:
@@ -128,5 +148,7 @@ def settings_from_env(env: Mapping[str, str]) -> ActionSettings:
         skills=skills,
         comment=_flag(env, "SKILLOPT_COMMENT", True),
         fail=_flag(env, "SKILLOPT_FAIL", True),
+        retry=RetryPolicy(attempts=int(_number(env, "SKILLOPT_GITHUB_ATTEMPTS", 3, minimum=1, integer=True)),
+                          backoff=_number(env, "SKILLOPT_GITHUB_BACKOFF", 2.0, minimum=0, integer=False)),
         event=event,
     )

@@ -8,8 +8,10 @@ edited (title, body); otherwise one is created. Labels are created when missing.
 run ``skillopt-ci train`` carries the scores, because pull requests opened with the Actions token
 trigger no workflows. Nothing here merges or enables auto-merge.
 
-GitHub failures become :class:`PublishError` with the fix in one sentence. A failure after the PR
-exists (labels, check run) is a :class:`TrainingPRIncomplete`, which still carries the PR.
+Every step is retried per the publisher's :class:`RetryPolicy` (5xx, dropped connections, the
+secondary rate limit). GitHub failures become :class:`PublishError` with the fix in one sentence
+and the permission to add. A failure after the PR exists (labels, check run) is a
+:class:`TrainingPRIncomplete`, which still carries the PR.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from skillopt_ci.github.publisher import Publisher, PublishError, explain
+from skillopt_ci.github.retry import RetryPolicy, call_with_retry
+from skillopt_ci.redact import redact_args
 
 CHECK_NAME = "skillopt-ci train"
 LABELS = {
@@ -34,6 +39,8 @@ CREATE_PULL = ("allow GitHub Actions to create pull requests in the repository s
                "Actions → General → Workflow permissions → \"Allow GitHub Actions to create and approve "
                "pull requests\"), and give the workflow `contents: write` and `pull-requests: write`")
 CHECKS = "give the workflow `permissions: checks: write`"
+PERMISSION = {CONTENTS: "contents: write", PULLS: "pull-requests: write", CREATE_PULL: "pull-requests: write",
+              CHECKS: "checks: write"}
 _BRANCH_RE = re.compile(r"[A-Za-z0-9._/-]+")
 
 
@@ -58,8 +65,8 @@ class TrainingPullRequest:
 class TrainingPRIncomplete(PublishError):
     """The pull request was opened or updated, but a later step (labels, check run) failed."""
 
-    def __init__(self, message: str, pull_request: TrainingPullRequest):
-        super().__init__(message)
+    def __init__(self, message: str, pull_request: TrainingPullRequest, permission: str | None = None):
+        super().__init__(message, permission)
         self.pull_request = pull_request
 
 
@@ -102,17 +109,20 @@ def git_blob_sha(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _call(doing: str, fn: Callable[..., Any], *args: Any, forbidden: str = "", **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``; a GitHub failure becomes a :class:`PublishError` (a 403 names
-    ``forbidden``, the permission or setting that fixes it)."""
+def _github_call(retry: RetryPolicy, doing: str, fn: Callable[..., Any], *args: Any, forbidden: str = "",
+          **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, retried per ``retry``; a GitHub failure becomes a
+    :class:`PublishError` (a 403 names ``forbidden``, the permission or setting that fixes it)."""
     from github import GithubException, RateLimitExceededException
 
     try:
-        return fn(*args, **kwargs)
+        return call_with_retry(retry, fn, *args, **kwargs)
     except GithubException as exc:
         if exc.status == 403 and forbidden and not isinstance(exc, RateLimitExceededException):
             message = exc.data.get("message", "") if isinstance(exc.data, dict) else ""
-            raise PublishError(f"{doing}: 403 {message}; {forbidden}") from None
+            base = forbidden.split(" (")[0]
+            raise PublishError(f"{doing}: 403 {message}; {forbidden}",
+                               permission=PERMISSION.get(forbidden, PERMISSION.get(base))) from None
         raise explain(exc, doing) from None
     except OSError as exc:
         raise PublishError(f"{doing}: cannot reach GitHub ({type(exc).__name__})") from None
@@ -198,6 +208,7 @@ class TrainingProposer:
                     raise
 
 
+@redact_args
 def propose_training_pr(publisher: Publisher, *, skill_path: str, trained_text: str, title: str, body: str,
                         branch: str, labels: Sequence[str] = ("skillopt", "automated"), check_summary: str,
                         check_title: str, details_url: str | None = None,
@@ -215,47 +226,49 @@ def propose_training_pr(publisher: Publisher, *, skill_path: str, trained_text: 
     gh = TrainingProposer(publisher.repo)
     check_branch(branch, gh.default)
     repo = gh.repo
+    call = partial(_github_call, publisher.retry)
 
-    ref = _call(f"reading the default branch {gh.default}", repo.get_git_ref, f"heads/{gh.default}")
-    base = _call("reading the default branch's head commit", lambda: repo.get_git_commit(ref.object.sha))
-    blob = _call(f"reading {skill_path} on {gh.default}", gh.file_blob, skill_path, base.sha)
+    ref = call(f"reading the default branch {gh.default}", repo.get_git_ref, f"heads/{gh.default}")
+    base = call("reading the default branch's head commit", lambda: repo.get_git_commit(ref.object.sha))
+    blob = call(f"reading {skill_path} on {gh.default}", gh.file_blob, skill_path, base.sha)
     if blob == git_blob_sha(trained_text.encode("utf-8")):
         return TrainingPullRequest(None, None, branch, None, created=False, updated=False)
 
-    current = _call(f"reading the branch {branch}", gh.head_of, branch)
+    current = call(f"reading the branch {branch}", gh.head_of, branch)
     message = commit_message or f"{title}\n\nProposed by skillopt-ci; only {skill_path} changes."
-    sha = _call(f"committing {skill_path}", gh.commit, base, skill_path, trained_text, message, current,
+    sha = call(f"committing {skill_path}", gh.commit, base, skill_path, trained_text, message, current,
                 forbidden=CONTENTS)
-    _call(f"pushing the branch {branch}", gh.move_branch, branch, sha, current,
+    call(f"pushing the branch {branch}", gh.move_branch, branch, sha, current,
           forbidden=f"{CONTENTS} (and make sure no branch protection rule covers {branch})")
 
-    pr = _call("looking for the open training pull request", gh.open_pull, branch)
+    pr = call("looking for the open training pull request", gh.open_pull, branch)
     created = pr is None
     if pr is None:
-        pr, created = _call("opening the pull request", _create_pull, gh, branch, title, body,
+        pr, created = call("opening the pull request", _create_pull, gh, branch, title, body,
                             forbidden=CREATE_PULL)
     else:
-        _call(f"updating pull request #{pr.number}", pr.edit, title=title, body=body, forbidden=PULLS)
+        call(f"updating pull request #{pr.number}", pr.edit, title=title, body=body, forbidden=PULLS)
     result = TrainingPullRequest(pr.number, pr.html_url, branch, sha, created=created, updated=not created)
 
-    problems = []
+    problems: list[PublishError] = []
     if labels:
         try:
-            _call("creating labels", gh.ensure_labels, list(labels), forbidden=PULLS)
-            _call(f"labelling pull request #{pr.number}", pr.add_to_labels, *labels, forbidden=PULLS)
+            call("creating labels", gh.ensure_labels, list(labels), forbidden=PULLS)
+            call(f"labelling pull request #{pr.number}", pr.add_to_labels, *labels, forbidden=PULLS)
         except PublishError as exc:
-            problems.append(str(exc))
+            problems.append(exc)
     output = {"title": check_title[:255], "summary": check_summary[:65_535]}
     extra = {"details_url": details_url} if details_url else {}
     try:
-        _call("creating the check run", repo.create_check_run, name=CHECK_NAME, head_sha=sha, status="completed",
+        call("creating the check run", repo.create_check_run, name=CHECK_NAME, head_sha=sha, status="completed",
               conclusion="success", output=output, forbidden=CHECKS, **extra)
     except PublishError as exc:
-        problems.append(str(exc))
+        problems.append(exc)
     if problems:
         done = "opened" if created else "updated"
+        needed = ", ".join(dict.fromkeys(p.permission for p in problems if p.permission)) or None
         raise TrainingPRIncomplete(f"pull request #{pr.number} was {done} ({pr.html_url}), but "
-                                   + "; ".join(problems), result)
+                                   + "; ".join(map(str, problems)), result, needed)
     return result
 
 

@@ -15,8 +15,8 @@ from skillopt_ci.cache import ResponseCache, cache_key
 from skillopt_ci.config import Config, ModelSpec
 from skillopt_ci.errors import InputError, ProviderError, RuntimeFailure
 from skillopt_ci.models.base import Backend, Completion, Message, Usage
-from skillopt_ci.models.pricing import cost_of, price_for
-from skillopt_ci.models.registry import create_backend, resolve_endpoint
+from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
+from skillopt_ci.models.registry import base_url_of, create_backend, resolve_endpoint
 from skillopt_ci.models.retry import BASE_DELAY_S, with_retries
 
 
@@ -82,7 +82,16 @@ class ModelPool:
             resolve_endpoint(self.spec(role), self.env)
 
     def price(self, spec: ModelSpec) -> tuple[float, float] | None:
-        return price_for(spec.model, self.config.pricing)
+        """USD per 1M (input, output) tokens: the price table's, else free for a model served on
+        this machine (loopback base URL), else ``None`` (unknown)."""
+        found = price_for(spec.model, self.config.pricing)
+        if found is None and self.is_local(spec):
+            return LOCAL_PRICE
+        return found
+
+    def is_local(self, spec: ModelSpec) -> bool:
+        """Whether ``spec`` is served from a loopback address (llama.cpp, vLLM, Ollama on this machine)."""
+        return is_loopback(base_url_of(spec, self.env))
 
     def cost(self, role: str, usage: Usage) -> float | None:
         """Dollar cost of ``usage`` at ``role``'s model price; ``None`` when unknown."""
@@ -114,7 +123,8 @@ class ModelPool:
                 return await backend.complete(messages, params)
 
         try:
-            completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry, base_delay=self._retry_base_delay)
+            completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry,
+                                            base_delay=self._retry_base_delay, max_wait=spec.max_retry_wait)
         except ProviderError:
             spend.errors += 1
             raise

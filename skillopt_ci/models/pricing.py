@@ -2,13 +2,17 @@
 
 The built-in table holds list prices published by the providers for common models; the
 ``pricing:`` section of ``skillopt.yml`` extends and overrides it. A model we have no price for
-has an *unknown* cost (``None``), never a cost of zero.
+has an *unknown* cost (``None``), never a cost of zero — except a model served from this very
+machine (a loopback base URL: 127.0.0.0/8, ``localhost``, ``::1``), which costs nothing
+(:data:`LOCAL_PRICE`; see :func:`is_loopback`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from skillopt_ci.models.base import Usage
 
@@ -32,6 +36,8 @@ BUILTIN_PRICES: dict[str, tuple[float, float]] = {
     "claude-3-5-haiku": (0.80, 4.00),
 }
 
+LOCAL_PRICE: tuple[float, float] = (0.0, 0.0)
+
 # Dated snapshots and aliases share their family's price: gpt-4o-2024-08-06, claude-sonnet-4-5-20250929.
 _SNAPSHOT_SUFFIX = re.compile(r"^-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
@@ -54,3 +60,21 @@ def cost_of(usage: Usage, price: tuple[float, float] | None) -> float | None:
     if price is None or usage.input_tokens is None or usage.output_tokens is None:
         return None
     return (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000
+
+
+def is_loopback(url: str | None) -> bool:
+    """Whether ``url`` points at this machine: a 127.0.0.0/8 or ::1 address, or ``localhost``."""
+    if not url:
+        return False
+    try:
+        host = urlsplit(url if "//" in url else f"//{url}").hostname
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

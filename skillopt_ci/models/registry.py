@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from skillopt_ci.config import ModelSpec
 from skillopt_ci.errors import InputError
 from skillopt_ci.models.base import Backend
+from skillopt_ci.redact import SECRETS
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 KEYLESS = "not-needed"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key but the SDK wants one
@@ -33,7 +34,15 @@ class Endpoint:
 
 
 def resolve_endpoint(spec: ModelSpec, env: Mapping[str, str] | None = None) -> Endpoint:
-    """Find the key and URL for ``spec``. Raises :class:`InputError` saying which variable to set."""
+    """Find the key and URL for ``spec``. Raises :class:`InputError` saying which variable to set.
+    The key and any user-info in the URL are registered as secrets (never written out)."""
+    endpoint = _resolve(spec, env)
+    SECRETS.add(endpoint.api_key)
+    SECRETS.add_url(endpoint.base_url)
+    return endpoint
+
+
+def _resolve(spec: ModelSpec, env: Mapping[str, str] | None) -> Endpoint:
     env = os.environ if env is None else env
     where = f"models.{spec.role}"
 
@@ -70,6 +79,15 @@ def resolve_endpoint(spec: ModelSpec, env: Mapping[str, str] | None = None) -> E
         where=f"{where}.provider",
         hint="use openai, azure-openai, anthropic or openai-compatible",
     )
+
+
+def base_url_of(spec: ModelSpec, env: Mapping[str, str] | None = None) -> str | None:
+    """The URL ``spec`` would call (configured, else the provider's environment variable), without
+    needing its key; ``None`` means the provider's public endpoint."""
+    env = os.environ if env is None else env
+    variable = {"openai": "OPENAI_BASE_URL", "openai-compatible": "OPENAI_BASE_URL",
+                "anthropic": "ANTHROPIC_BASE_URL", "azure-openai": "AZURE_OPENAI_ENDPOINT"}.get(spec.provider)
+    return spec.base_url or (env.get(variable, "").strip() if variable else "") or None
 
 
 BackendFactory = Callable[[Endpoint, ModelSpec], Backend]

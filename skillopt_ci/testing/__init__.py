@@ -16,6 +16,8 @@ _EXPORTS = {
     "RecordedCall": "skillopt_ci.testing.server",
     "ScriptedModelServer": "skillopt_ci.testing.server",
     "FakeGitHub": "skillopt_ci.testing.github",
+    "FaultProxy": "skillopt_ci.testing.fault_proxy",
+    "Injection": "skillopt_ci.testing.fault_proxy",
     "RecordedRequest": "skillopt_ci.testing.github",
 }
 

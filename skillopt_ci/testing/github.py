@@ -54,9 +54,14 @@ class RecordedRequest:
 class _Fault:
     method: str
     pattern: re.Pattern[str]
-    status: int
+    status: int  # 0: close the connection without an answer
     message: str
     headers: dict[str, str]
+    times: int | None = 1  # None: every matching request
+
+
+class _Dropped(Exception):
+    """Close the connection without answering (a fault with status 0)."""
 
 
 @dataclass
@@ -78,6 +83,9 @@ class _Handler(LoopbackHandler):
         try:
             owner = cast("FakeGitHub", self.server.service)
             status, out_headers, body = owner._handle(method, self.path, headers, raw)
+            if status == 0:  # an injected dropped connection
+                self.close_connection = True
+                return
         except Exception as exc:  # a bug in the fake: answer 500 rather than hang the client
             status, out_headers = 500, {"Content-Type": "application/json"}
             body = json.dumps({"message": f"FakeGitHub bug: {type(exc).__name__}: {exc}"}).encode()
@@ -172,10 +180,14 @@ class FakeGitHub(LoopbackService):
         status: int,
         message: str | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        times: int | None = 1,
     ) -> None:
         """Answer the next ``method`` request (``"*"`` for any) whose path (decoded, without
         ``/api/v3``) matches ``path_regex`` (``re.search``) with ``status`` and GitHub's error
-        JSON. Each call applies once; several queue up in order. ``headers`` override ours,
+        JSON. Each call applies ``times`` times (None: to every matching request from now on,
+        e.g. a permission the token lacks); several queue up in order. ``status`` 0 closes the
+        connection without an answer (a dropped connection). ``headers`` override ours,
         e.g. ``{"X-RateLimit-Remaining": "0"}`` or ``{"Retry-After": "1"}``."""
         extra = dict(headers or {})
         lowered = {k.lower(): str(v) for k, v in extra.items()}
@@ -189,6 +201,7 @@ class FakeGitHub(LoopbackService):
                     status,
                     message,
                     {k: str(v) for k, v in extra.items()},
+                    times,
                 )
             )
 
@@ -407,6 +420,9 @@ class FakeGitHub(LoopbackService):
             except ApiError as exc:
                 status, payload = exc.status, exc.body()
                 extra.update(exc.headers)
+            except _Dropped:
+                self._requests.append(RecordedRequest(method, path, query, body, 0, None))
+                return 0, {}, b""
             if status == 204:
                 payload = None
             self._requests.append(RecordedRequest(method, path, query, body, status, payload))
@@ -447,7 +463,12 @@ class FakeGitHub(LoopbackService):
             )
         for fault in self._faults:
             if fault.method in ("*", method) and fault.pattern.search(path):
-                self._faults.remove(fault)
+                if fault.times is not None:
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self._faults.remove(fault)
+                if fault.status == 0:
+                    raise _Dropped()
                 extra.update(fault.headers)
                 raise ApiError(fault.status, fault.message)
         if problem is not None:

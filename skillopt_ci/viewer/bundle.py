@@ -124,7 +124,7 @@ def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
                 if ev:
                     evaluations.append(ev)
         bundle["evaluations"] = evaluations
-        bundle["title"] = f"gate: {gate.get('verdict', '')}"
+        bundle["title"] = f"{'compare' if gate.get('mode') == 'compare' else 'gate'}: {gate.get('verdict', '')}"
         bundle["live"] = {"in_progress": False, "phase": "done", "step": None, "done": 0, "total": 0, "latest": None}
     else:
         bundle.update(_train(b, run))

@@ -24,6 +24,8 @@ import re
 from importlib import resources
 from typing import Any
 
+from skillopt_ci.redact import redact
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 PLAIN_LIMIT = 3_000_000  # characters of bundle JSON embedded as is; above, gzip + base64
 
@@ -51,7 +53,8 @@ def embed_json(data: Any) -> str:
     results) is embedded as ``{"encoding": "gzip+base64", "data": "…"}`` — its JSON gzipped
     (deterministically) and base64-encoded — which the app inflates in the browser, so that a
     report of 5,000 results stays a few megabytes."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    # Redacted here as well as when the file is written: a gzipped bundle would hide a secret.
+    text = redact(json.dumps(data, ensure_ascii=False, separators=(",", ":"))).replace("<", "\\u003c")
     # A lone surrogate (from a "\\ud800" escape in a results file) cannot be written as UTF-8.
     text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     if len(text) <= PLAIN_LIMIT:

@@ -10,10 +10,17 @@ Routes (GET only):
 A run id is a path relative to the root; one that leaves the root, or is not a run directory, is
 a 404. The server binds 127.0.0.1 unless told otherwise, sends a Content-Security-Policy that
 allows nothing but itself, and never writes a file.
+
+DNS rebinding: a web page on another site can point its own host name at 127.0.0.1 and read the
+viewer with the browser's same-origin blessing. So a request is answered only when its ``Host``
+header names the server as bound: ``127.0.0.1:PORT`` or ``localhost:PORT`` (or, when bound to
+another interface on purpose, that address or any IP literal, never a DNS name), with the bound
+port; anything else gets 421 and no data.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 from pathlib import Path
@@ -38,6 +45,10 @@ class _Handler(LoopbackHandler):
     def respond(self, method: str, body: bytes, headers: dict[str, str]) -> None:
         service: ViewerServer = self.server.service  # type: ignore[assignment]
         url = urlsplit(self.path)
+        if not service.host_allowed(headers.get("host")):
+            self.close_connection = True
+            self._send(421, "text/plain; charset=utf-8", b"unexpected Host header: open the viewer at its own address\n")
+            return
         try:
             if url.path == "/":
                 self._send(200, "text/html; charset=utf-8", service.page().encode(), csp=True)
@@ -74,6 +85,32 @@ class ViewerServer(LoopbackService):
         super().__init__(host=host, port=port)
         self.root = root.resolve()
         self._page: str | None = None
+        self._allowed_hosts: frozenset[str] = frozenset()
+        self._any_ip = False
+        self._port = 0
+
+    def _bound(self, url: str) -> None:
+        parts = urlsplit(url)
+        host, port = (parts.hostname or "").lower(), parts.port or 80
+        loopback = host in ("localhost", "") or _is_loopback(host)
+        names = {host, "localhost", "127.0.0.1"} if loopback else {host}
+        self._port = port
+        self._allowed_hosts = frozenset(names)
+        self._any_ip = not loopback  # bound to a LAN address or 0.0.0.0 on purpose: IP literals only
+
+    def host_allowed(self, header: str | None) -> bool:
+        """Whether a request's ``Host`` header names this server (see the module docstring)."""
+        if not header:
+            return False
+        parts = urlsplit("//" + header.strip().lower())
+        try:
+            port = parts.port or 80
+        except ValueError:
+            return False
+        host = parts.hostname or ""
+        if port != self._port:
+            return False
+        return host in self._allowed_hosts or (self._any_ip and _is_ip(host))
 
     def page(self) -> str:
         if self._page is None:
@@ -105,6 +142,18 @@ class ViewerServer(LoopbackService):
         if candidate != self.root and self.root not in candidate.parents:
             return None
         return candidate if candidate.is_dir() and run_kind(candidate) else None
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_loopback(host: str) -> bool:
+    return _is_ip(host) and ipaddress.ip_address(host).is_loopback
 
 
 def _read(path: Path) -> Any:

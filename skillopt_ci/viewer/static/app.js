@@ -390,7 +390,7 @@
       const c = s.comparison;
       return [s.name, fmt.score(c ? c.base_mean : s.base && s.base.mean), fmt.score(c ? c.head_mean : s.head && s.head.mean),
         c ? fmt.delta(c.delta, c.ci) : "—", c ? String(c.improved) : "—", c ? String(c.regressed) : "—",
-        [badge(s.verdict), s.failed ? " fails the check" : ""]];
+        [badge(s.verdict), s.failed ? (g.overridden ? " allowed by label" : " fails the check") : ""]];
     });
     const spend = gateSpend(skills);
     const sha = (s) => (s || "").slice(0, 10);

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The test suite on a fresh machine: ./test.sh [pytest arguments]
+#
+# 1. Debian's Chromium for the browser tests, installed with apt-get when `chromium` is absent
+#    (through sudo unless run as root); python3-venv too when no virtualenv is active and the
+#    system Python cannot make one.
+# 2. The package with its test extra, into the active virtualenv, or else into .test/venv here.
+# 3. pytest, on two workers, with its exit code.
+#
+# Besides those system packages it leaves nothing outside the checkout: the virtualenv and the
+# caches (XDG_CACHE_HOME, XDG_CONFIG_HOME) live in .test/, and the tests' temporary files go to a
+# fresh TMPDIR that is removed at the end. (Not a TMPDIR inside the checkout: tests build projects
+# and git repositories in temporary directories and must not find this checkout above them.)
+set -euo pipefail
+root="$(cd "$(dirname "$0")" && pwd)"
+cd "$root"
+
+packages=()
+command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+if [ -z "${VIRTUAL_ENV:-}" ] && ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then
+  packages+=(python3-venv)
+fi
+if [ "${#packages[@]}" -gt 0 ]; then
+  sudo_cmd=()
+  if [ "$(id -u)" != "0" ]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}"
+fi
+
+mkdir -p .test/cache .test/config
+export XDG_CACHE_HOME="$root/.test/cache" XDG_CONFIG_HOME="$root/.test/config"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+export TMPDIR="$tmp"
+
+if [ -n "${VIRTUAL_ENV:-}" ]; then
+  python="python"
+else
+  [ -x .test/venv/bin/python ] || python3 -m venv .test/venv
+  python="$root/.test/venv/bin/python"
+fi
+
+"$python" -m pip install --quiet '.[test]'
+status=0
+"$python" -m pytest -q -n 2 "$@" || status=$?
+exit "$status"

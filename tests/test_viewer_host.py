@@ -1,0 +1,50 @@
+"""The viewer answers only requests addressed to it (DNS rebinding): raw HTTP with chosen Host headers."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from skillopt_ci.viewer.server import ViewerServer
+
+
+def raw_get(port: int, host: str | None, path: str = "/api/runs") -> tuple[int, bytes]:
+    """One GET with exactly the Host header given (none when ``host`` is None)."""
+    lines = [f"GET {path} HTTP/1.1", "Connection: close"] + ([f"Host: {host}"] if host is not None else [])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+@pytest.fixture
+def viewer(tmp_path):
+    with ViewerServer(tmp_path) as server:
+        yield server
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "attacker.test:{port}", "127.0.0.1:1",
+                                  "localhost", "127.0.0.1", "localhost.evil.example:{port}", "", None])
+def test_foreign_host_headers_are_refused(viewer, host):
+    for path in ("/", "/api/runs", "/api/run?id=."):
+        status, body = raw_get(viewer.port, None if host is None else host.format(port=viewer.port), path)
+        assert status == 421, (host, path, status)
+        assert str(viewer.root).encode() not in body and b"<html" not in body.lower()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "LOCALHOST:{port}"])
+def test_its_own_address_is_answered(viewer, host):
+    status, body = raw_get(viewer.port, host.format(port=viewer.port))
+    assert status == 200 and json.loads(body)["runs"] == []
+
+
+def test_bound_to_all_interfaces_accepts_ip_literals_but_no_names(tmp_path):
+    with ViewerServer(tmp_path, host="0.0.0.0") as server:
+        assert raw_get(server.port, f"127.0.0.1:{server.port}")[0] == 200
+        assert raw_get(server.port, f"192.0.2.7:{server.port}")[0] == 200
+        assert raw_get(server.port, f"evil.example:{server.port}")[0] == 421
