@@ -71,7 +71,8 @@ def result_lines(run: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_killed_eval_loses_only_the_calls_in_flight_and_resumes_to_the_same_result(tmp_path):
+def test_killed_eval_resumes_to_the_same_result(tmp_path):
+    """kill -9 loses only the calls in flight; the resumed run redoes exactly the rest."""
     hold = HoldAfter(6)
     with ScriptedModelServer(hold) as server:
         try:
