@@ -1,10 +1,13 @@
 """Eval throughput, cache, start-up time and memory, measured against the scripted model server.
 
-Run: python bench/bench_eval.py [--tasks 500] [--latency 0.1] [--concurrency 16] [--big 10000]
+Run: python bench/bench_eval.py [--tasks 500] [--latency 0.1] [--concurrency 16] [--big 10000] [--runs 3]
 
 Prints ratios against an ideal measured in the same run (these machines are noisy):
 - efficiency = ideal wall time (tasks × latency / concurrency) ÷ measured eval wall time
-  (target ≥ 0.85); the server runs in its own process so it does not share our GIL;
+  (target ≥ 0.9 with the SDK already imported; best of ``--runs``, since load only slows a run);
+  the server runs in its own process so it does not share our GIL;
+- the cost of writing each result as it finishes (one ``O_APPEND`` write per line, so ``kill -9``
+  loses only the calls in flight) against one batched write of the same lines;
 - the same eval re-run from the cache: model calls (target 0) and wall time;
 - ``skillopt-ci --help`` start-up vs ``python -c pass`` (target < 0.5 s extra);
 - peak RSS of a 10,000-task eval process (target < 300 MB).
@@ -79,6 +82,29 @@ def run_eval(root: Path, out: str, *extra: str, preimport: bool = False) -> tupl
     return json.loads("".join(stdout_chunks)), wall, usage.ru_maxrss * 1024
 
 
+def append_cost(sample: Path, n: int, rounds: int = 5) -> tuple[float, float]:
+    """Seconds per result: one O_APPEND write per result (what the runner does) vs one write of
+    all lines (what a batching log does). Best of ``rounds``; both include the JSON encoding."""
+    from skillopt_ci.records import TaskResult
+    from skillopt_ci.rundir import ResultLog
+
+    first = TaskResult.from_dict(json.loads(sample.read_text().splitlines()[0]))
+    results = [first] * n
+    per_line, batched = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(rounds):
+            t = time.perf_counter()
+            with ResultLog(Path(tmp) / f"a{k}.jsonl") as log:
+                for r in results:
+                    log.append(r)
+            per_line.append((time.perf_counter() - t) / n)
+            t = time.perf_counter()
+            with ResultLog(Path(tmp) / f"b{k}.jsonl") as log:
+                log.write("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in results))
+            batched.append((time.perf_counter() - t) / n)
+    return min(per_line), min(batched)
+
+
 def startup(cmd: list[str], runs: int = 9) -> float:
     times = []
     for _ in range(runs):
@@ -94,6 +120,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--big", type=int, default=10_000)
+    ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,9 +130,18 @@ def main() -> None:
             make_project(root / "p", url, args.tasks, args.concurrency)
             ideal = args.tasks * args.latency / args.concurrency
             print(f"eval {args.tasks} tasks, latency {args.latency}s, concurrency {args.concurrency}, ideal {ideal:.2f}s")
-            warm, _, _ = run_eval(root / "p", str(root / "warm"), "--cache", "off", preimport=True)
-            eff = ideal / warm["wall_time_s"]
-            print(f"  SDK already imported: eval wall {warm['wall_time_s']:.2f}s  efficiency {eff:.2f} (target >= 0.85)")
+            walls = []
+            for k in range(args.runs):
+                warm, _, _ = run_eval(root / "p", str(root / f"warm{k}"), "--cache", "off", preimport=True)
+                walls.append(warm["wall_time_s"])
+            eff = ideal / min(walls)
+            print(f"  SDK already imported: eval wall {min(walls):.2f}s  efficiency {eff:.2f} (target >= 0.9; "
+                  f"best of {args.runs}: {', '.join(f'{ideal / w:.2f}' for w in walls)})")
+            per_line, batched = append_cost(root / "warm0" / "results.jsonl", args.tasks)
+            extra = max(per_line - batched, 0.0) * args.tasks
+            print(f"  result log (incl. JSON encoding): {per_line * 1e6:.1f} us per result written as it finishes, "
+                  f"{batched * 1e6:.1f} us batched; flushing each one adds {extra * 1000:.1f} ms for {args.tasks} "
+                  f"results ({extra / ideal:.2%} of the ideal wall time)")
             summary, wall, _ = run_eval(root / "p", str(root / "run1"))
             eff = ideal / summary["wall_time_s"]
             print(f"  cold process: eval wall {summary['wall_time_s']:.2f}s  efficiency {eff:.2f} "

@@ -138,11 +138,12 @@ def validate(state: State, strict: bool) -> None:
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
 @click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
+@click.option("--wait", is_flag=True, help="If another process is writing to the run directory, wait for it instead of failing.")
 @click.pass_obj
 def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: int | None, out: Path | None,
              fresh: bool, threshold: float | None, model: str | None, base_url: str | None, cache_mode: str | None,
              concurrency: int | None, shard: str | None, as_json: bool, quiet: bool, strict: bool,
-             assume_yes: bool) -> None:
+             assume_yes: bool, wait: bool) -> None:
     """Evaluate SKILL (a file, or a skill name from skillopt.yml) on a suite split."""
     from skillopt_ci.evaluation import EvalRequest, run_eval, threshold_verdict
     from skillopt_ci.report import score_table
@@ -155,7 +156,7 @@ def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: 
     check_out(config, out)
     request = EvalRequest(skill=skill_path, suite=suite_path, split=split, repeats=repeats, out=out, fresh=fresh,
                           threshold=threshold, cache_mode=cache_mode, shard=parse_shard(shard), strict=strict,
-                          assume_yes=assume_yes)
+                          assume_yes=assume_yes, wait=wait)
     outcome = run_eval(config, request, show_progress=not quiet)
     code, verdict = threshold_verdict(outcome.summary, threshold)
     if as_json:
@@ -200,12 +201,13 @@ def resolve_skill(config: Any, skill: str, suite: Path | None) -> tuple[Path, Pa
     return path, suite
 
 
-def _session(config: Any, cache_mode: str | None, quiet: bool, strict: bool = False, assume_yes: bool = False) -> Any:
+def _session(config: Any, cache_mode: str | None, quiet: bool, strict: bool = False, assume_yes: bool = False,
+             wait: bool = False) -> Any:
     """The session of a gate or compare: base and head are evaluated, so the estimate counts two."""
     from skillopt_ci.evaluation import EvalSession
 
     return EvalSession(config, cache_mode=cache_mode, show_progress=not quiet, strict=strict, assume_yes=assume_yes,
-                       estimate_runs=2)
+                       estimate_runs=2, wait=wait)
 
 
 def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = False) -> None:
@@ -245,22 +247,25 @@ def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = Fals
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
 @click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
+@click.option("--wait", is_flag=True, help="If another process is writing to the run directory, wait for it instead of failing.")
 @click.pass_obj
 def compare(state: State, base_skill: Path, head_skill: Path, suite: Path, split: str | None, repeats: int | None,
             out: Path | None, fresh: bool, shard: str | None, model: str | None, base_url: str | None,
-            cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
+            cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool,
+            wait: bool) -> None:
     """Paired comparison of two skill files on the same tasks; exit 1 when the head regresses."""
     from skillopt_ci.gate import run_compare
     from skillopt_ci.run_names import compare_run_dir
+    from skillopt_ci.runlock import RunLock
     from skillopt_ci.shard import parse_shard
 
     config = _with_gate(load_project_config(state, model, base_url), split, repeats)
     shard_spec = parse_shard(shard)
     check_out(config, out)
     out = out or compare_run_dir(config, base_skill, head_skill, suite, shard_spec)
-    with _session(config, cache_mode, quiet, strict, assume_yes) as session:
+    with RunLock(out, wait=wait), _session(config, cache_mode, quiet, strict, assume_yes, wait) as session:
         report = run_compare(config, session, base_skill, head_skill, suite, out, shard=shard_spec, fresh=fresh)
-    _finish_gate(report, out, as_json)
+        _finish_gate(report, out, as_json)
 
 
 def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
@@ -284,14 +289,17 @@ def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
 @click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
+@click.option("--wait", is_flag=True, help="If another process is writing to the run directory, wait for it instead of failing.")
 @click.pass_obj
 def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple[str, ...], split: str | None,
          repeats: int | None, out: Path | None, fresh: bool, shard: str | None, cache_mode: str | None,
-         as_json: bool, as_markdown: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
+         as_json: bool, as_markdown: bool, quiet: bool, strict: bool, assume_yes: bool,
+         wait: bool) -> None:
     """Evaluate base and head of every changed skill on held-out tasks; exit 1 on a regression."""
     from skillopt_ci.gate import default_base_ref, run_gate
     from skillopt_ci.git import Git
     from skillopt_ci.run_names import gate_run_dir
+    from skillopt_ci.runlock import RunLock
     from skillopt_ci.shard import parse_shard
 
     config = _with_gate(load_project_config(state), split, repeats)
@@ -301,10 +309,10 @@ def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple
     shard_spec = parse_shard(shard)
     check_out(config, out)
     out = out or gate_run_dir(config, git, base_ref, head_ref, shard_spec, skills)
-    with _session(config, cache_mode, quiet, strict, assume_yes) as session:
+    with RunLock(out, wait=wait), _session(config, cache_mode, quiet, strict, assume_yes, wait) as session:
         report = run_gate(config, git, session, out, base_ref=base_ref, head_ref=head_ref, shard=shard_spec,
                           only=skills, fresh=fresh)
-    _finish_gate(report, out, as_json, as_markdown)
+        _finish_gate(report, out, as_json, as_markdown)
 
 
 @cli.command()
@@ -316,17 +324,24 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
     from skillopt_ci.merge import kind_of, merge_eval_runs, merge_gate_runs
     from skillopt_ci.report import eval_report, score_table
     from skillopt_ci.rundir import write_atomic
+    from skillopt_ci.runlock import RunLock
     from skillopt_ci.writable import check_dir
 
     check_dir(out, "--out")
     kinds = {kind_of(d) for d in dirs}
     if len(kinds) > 1:
         raise InputError("cannot merge eval runs with gate runs", hint="pass the shard directories of one job")
-    if kinds == {"gate"}:
-        _finish_gate(merge_gate_runs(list(dirs), out), out, as_json)
-    summary, results = merge_eval_runs(list(dirs), out)
-    write_atomic(out / "report.md", eval_report(summary, results))
+    with RunLock(out):
+        if kinds == {"gate"}:
+            _finish_gate(merge_gate_runs(list(dirs), out), out, as_json)
+        summary, results = merge_eval_runs(list(dirs), out)
+        write_atomic(out / "report.md", eval_report(summary, results))
     click.echo(json.dumps(summary.to_dict(), indent=2) if as_json else score_table([summary]))
+    if not summary.complete:
+        # A partial merge must not pass for the whole split.
+        advice = "merge every shard's directory" if summary.missing_tasks else "resume that shard, then merge again"
+        click.echo(f"incomplete: {summary.stopped}; {advice}", err=True)
+        sys.exit(EXIT_RUNTIME)
 
 
 @cli.command()
@@ -343,10 +358,12 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
 @click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
+@click.option("--wait", is_flag=True, help="If another process is writing to the run directory, wait for it instead of failing.")
 @click.pass_obj
 def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int | None, batch_size: int | None,
           budget_tokens: int | None, budget_dollars: float | None, budget_seconds: float | None,
-          cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool) -> None:
+          cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool,
+          wait: bool) -> None:
     """Train a skill: rollout, reflect, edit, keep only what beats it on validation."""
     from skillopt_ci.train_report import summary_table
     from skillopt_ci.training import TrainRequest, run_training
@@ -355,7 +372,7 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
     check_out(config, out)
     request = TrainRequest(skill=skill, out=out, fresh=fresh, epochs=epochs, batch_size=batch_size,
                            max_tokens=budget_tokens, max_dollars=budget_dollars, max_wall_seconds=budget_seconds,
-                           cache_mode=cache_mode)
+                           cache_mode=cache_mode, wait=wait)
     outcome = run_training(config, request, log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)),
                            session_options={"show_progress": False, "strict": strict, "assume_yes": assume_yes})
     if as_json:
@@ -443,13 +460,32 @@ def demo(out: Path | None) -> None:
     run_demo(out, echo=click.echo)
 
 
+def interrupted_message() -> str:
+    """What a Ctrl-C kept, from the run directories this process was writing."""
+    from skillopt_ci.rundir import count_kept
+    from skillopt_ci.runlock import interrupted_runs
+
+    runs = interrupted_runs()
+    if not runs:
+        return "interrupted: no run directory was written"
+    kept = [(run, count_kept(run)) for run in runs]
+    where = ", ".join(display_path(run) for run, _ in kept)
+    total = sum(n for _, n in kept)
+    if total == 0:
+        return f"interrupted: no result had finished, nothing was kept ({where})"
+    return (f"interrupted: {total} finished result{'s' if total != 1 else ''} kept in {where}; "
+            "re-run the same command to resume")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one line for expected errors, a traceback only for bugs. Everything printed
     passes through :class:`~skillopt_ci.redact.SafeStream`: no secret, no workflow command."""
     import os
 
     from skillopt_ci.redact import SECRETS, SafeStream
+    from skillopt_ci.runlock import set_command
 
+    set_command(["skillopt-ci", *(sys.argv[1:] if argv is None else argv)])
     SECRETS.add_env(os.environ)
     raw_out, raw_err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = SafeStream(raw_out), SafeStream(raw_err)
@@ -467,14 +503,16 @@ def _run(argv: list[str] | None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(EXIT_INPUT)
-    except click.Abort:
-        click.echo("aborted", err=True)
+    except click.Abort as exc:
+        # click turns Ctrl-C into Abort; say what the interrupted run kept.
+        interrupted = isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt)
+        click.echo(interrupted_message() if interrupted else "aborted", err=True)
         sys.exit(EXIT_RUNTIME)
     except SkilloptError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("\ninterrupted: finished results are kept; re-run the same command to resume", err=True)
+        click.echo(interrupted_message(), err=True)
         sys.exit(EXIT_RUNTIME)
     except BrokenPipeError:
         sys.exit(EXIT_OK)

@@ -9,6 +9,7 @@ every changed skill in one session, so clients and connections are reused).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import sys
@@ -30,6 +31,7 @@ from skillopt_ci.progress import Progress
 from skillopt_ci.records import EvalSummary, TaskResult
 from skillopt_ci.report import eval_report
 from skillopt_ci.rundir import RunDir
+from skillopt_ci.runlock import RunLock
 from skillopt_ci.runner import ErrorPolicy, EvalOutcome, EvalPlan, chat_messages, evaluate
 from skillopt_ci.scorers import Scorer, build_scorer
 from skillopt_ci.shard import Shard
@@ -53,11 +55,14 @@ class EvalRequest:
     shard: Shard | None = None
     strict: bool = False
     assume_yes: bool = False
+    wait: bool = False  # queue behind another process writing to the same run directory
 
 
 def default_run_dir(config: Config, plan: EvalPlan, prefix: str = "eval") -> Path:
     """Deterministic per (skill, suite, split, repeats, model, shard): the same command resumes."""
-    ident = json.dumps(plan.manifest(config.models["target"].to_dict()), sort_keys=True)
+    manifest = plan.manifest(config.models["target"].to_dict())
+    manifest.pop("split_task_ids", None)  # follows from the rest; keeps the names of older runs
+    ident = json.dumps(manifest, sort_keys=True)
     key = hashlib.sha256(ident.encode()).hexdigest()[:10]
     return config.runs_dir / run_dir_name(prefix, plan.skill.name, plan.split, key)
 
@@ -68,10 +73,11 @@ def make_plan(skill: Skill, suite: Suite, split: str, repeats: int | None, shard
     tasks = suite.tasks(split)
     if not tasks:
         raise InputError(f"the {split!r} split has no tasks", where=suite.split_files.get(split, suite.display))
+    all_ids = tuple(t.id for t in tasks)
     if shard is not None:
         tasks = shard.select(tasks)
     return EvalPlan(skill=skill, suite=suite, split=split, tasks=tasks, repeats=repeats or suite.repeats,
-                    shard=str(shard) if shard else None, sample_offset=sample_offset)
+                    shard=str(shard) if shard else None, sample_offset=sample_offset, split_task_ids=all_ids)
 
 
 def prepare(request: EvalRequest) -> EvalPlan:
@@ -101,8 +107,10 @@ class EvalSession:
         strict: bool = False,
         assume_yes: bool = False,
         estimate_runs: int = 1,
+        wait: bool = False,
     ):
         self.config = config
+        self.wait = wait
         # Preflight (see check): --strict, --yes, and how many evaluations of the first plan's size
         # the command will make (a gate evaluates base and head), for the cost estimate.
         self.strict, self.assume_yes, self.estimate_runs = strict, assume_yes, estimate_runs
@@ -210,8 +218,17 @@ class EvalSession:
         return cached
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the session's loop (model clients are bound to it)."""
-        return self._loop.run_until_complete(coroutine)
+        """Run a coroutine on the session's loop (model clients are bound to it). On Ctrl-C the
+        coroutine is cancelled and allowed to clean up (close its result log, drop an empty run)."""
+        task = self._loop.create_task(coroutine)
+        try:
+            return self._loop.run_until_complete(task)
+        except BaseException:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):  # the first exception is the one to report
+                    self._loop.run_until_complete(task)
+            raise
 
     def evaluate(self, plan: EvalPlan, out: Path, *, fresh: bool = False, label: str | None = None,
                  budgets: Budgets | None = None,
@@ -224,13 +241,14 @@ class EvalSession:
         run = RunDir(out)
         progress = Progress(len(plan.tasks) * plan.repeats, label or f"eval {plan.skill.name}/{plan.split}",
                             stream=self.stream, enabled=self.show_progress)
-        outcome = self.run(
-            evaluate(plan, self.pool, scorer, run, budgets=budgets or self.config.budgets,
-                     errors=ErrorPolicy(self.config.max_error_rate, self.config.min_attempts),
-                     progress=progress, fresh=fresh, stop_when=stop_when)
-        )
-        run.write_text("skill.md", plan.skill.text)
-        run.write_json("summary.json", outcome.summary.to_dict())
+        with RunLock(out, wait=self.wait):
+            outcome = self.run(
+                evaluate(plan, self.pool, scorer, run, budgets=budgets or self.config.budgets,
+                         errors=ErrorPolicy(self.config.max_error_rate, self.config.min_attempts),
+                         progress=progress, fresh=fresh, stop_when=stop_when)
+            )
+            run.write_text("skill.md", plan.skill.text)
+            run.write_json("summary.json", outcome.summary.to_dict())
         return outcome
 
 
@@ -245,13 +263,15 @@ def run_eval(
 ) -> EvalOutcome:
     """``skillopt-ci eval``: writes ``results.jsonl``, ``summary.json``, ``report.md``, ``skill.md``."""
     plan = prepare(request)
-    with EvalSession(config, cache_mode=request.cache_mode, env=env, backend_factory=backend_factory,
-                     show_progress=show_progress, stream=stream, strict=request.strict,
-                     assume_yes=request.assume_yes) as session:
-        outcome = session.evaluate(plan, request.out or default_run_dir(config, plan), fresh=request.fresh)
-    RunDir(outcome.run_dir).write_text(
-        "report.md", eval_report(outcome.summary, outcome.results, threshold=request.threshold)
-    )
+    out = request.out or default_run_dir(config, plan)
+    with RunLock(out, wait=request.wait), \
+            EvalSession(config, cache_mode=request.cache_mode, env=env, backend_factory=backend_factory,
+                        show_progress=show_progress, stream=stream, strict=request.strict,
+                        assume_yes=request.assume_yes) as session:
+        outcome = session.evaluate(plan, out, fresh=request.fresh)
+        RunDir(outcome.run_dir).write_text(
+            "report.md", eval_report(outcome.summary, outcome.results, threshold=request.threshold)
+        )
     return outcome
 
 

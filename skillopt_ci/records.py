@@ -134,6 +134,7 @@ class EvalSummary:
     shard: str | None = None
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     tool_version: str = ""
+    missing_tasks: list[str] = field(default_factory=list)  # of a merge whose shards were not all given
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

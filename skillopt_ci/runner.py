@@ -5,8 +5,9 @@ Contract:
 - A provider failure (after retries) or an unparseable judge verdict becomes an *errored* result
   (missing data), not an exception. Too many of them abort the run with :class:`RuntimeFailure`.
 - A scorer that raises (:class:`ScorerCrash`) aborts the run: it is a bug in the suite.
-- Results are appended to the run directory in batches; on resume, finished task × repeat pairs
-  are skipped and errored ones are tried again.
+- Each result is appended to the run directory as it finishes (one ``O_APPEND`` write of one
+  line), so a killed run loses only the rollouts in flight; on resume, finished task × repeat
+  pairs are skipped and errored ones are tried again.
 - Budgets (tokens, dollars, wall time) stop the launch of new rollouts; the summary then says
   ``complete: false`` and why.
 """
@@ -33,9 +34,6 @@ from skillopt_ci.skill import Skill
 from skillopt_ci.suite import Suite
 from skillopt_ci.task import Task
 
-FLUSH_EVERY = 64
-FLUSH_INTERVAL_S = 1.0
-
 
 @dataclass(frozen=True)
 class EvalPlan:
@@ -48,9 +46,12 @@ class EvalPlan:
     repeats: int
     shard: str | None = None
     sample_offset: int = 0  # repeat r is model sample ``sample_offset + r`` (fresh samples per epoch)
+    split_task_ids: tuple[str, ...] = ()  # every task of the split, not only this shard's (for merge)
 
     def manifest(self, model: dict[str, Any]) -> dict[str, Any]:
-        return {
+        """What run.json records. A shard also records every task of its split, so ``merge`` can
+        tell a missing shard from a complete set."""
+        data = {
             "sample_offset": self.sample_offset,
             "kind": "eval",
             "skill_hash": self.skill.hash,
@@ -61,6 +62,9 @@ class EvalPlan:
             "shard": self.shard,
             "task_ids": [t.id for t in self.tasks],
         }
+        if self.shard:
+            data["split_task_ids"] = list(self.split_task_ids)
+        return data
 
 
 @dataclass(frozen=True)
@@ -81,26 +85,6 @@ def chat_messages(skill: Skill, prompt: str) -> list[Message]:
     system = skill.body.strip()
     user = Message("user", prompt)
     return [Message("system", system), user] if system else [user]
-
-
-class _ResultLog:
-    """Buffers results and appends them in batches (by count or age)."""
-
-    def __init__(self, run: RunDir, clock: Callable[[], float]):
-        self.run = run
-        self.clock = clock
-        self.pending: list[TaskResult] = []
-        self.last_flush = clock()
-
-    def add(self, result: TaskResult) -> None:
-        self.pending.append(result)
-        if len(self.pending) >= FLUSH_EVERY or self.clock() - self.last_flush >= FLUSH_INTERVAL_S:
-            self.flush()
-
-    def flush(self) -> None:
-        self.run.append_results(self.pending)
-        self.pending = []
-        self.last_flush = self.clock()
 
 
 def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float) -> str | None:
@@ -180,7 +164,7 @@ async def evaluate(
     latest = {(r.task_id, r.repeat): r for r in previous}
     todo = [(t, k) for t in plan.tasks for k in range(plan.repeats) if not (latest.get((t.id, k)) and latest[(t.id, k)].ok)]
     progress = progress or Progress(len(todo), plan.skill.name, enabled=False)
-    log = _ResultLog(run, clock)
+    log = run.result_log()
     prompts: dict[str, str] = {}
     attempts = failures = 0
     stop: list[str] = []
@@ -209,7 +193,7 @@ async def evaluate(
                 prompt = prompts[task.id] = plan.suite.render_prompt(task)
             result = await rollout(plan, task, repeat, prompt, pool, scorer)
             latest[(task.id, repeat)] = result
-            log.add(result)
+            log.append(result)
             progress.advance(error=not result.ok)
             attempts += 1
             failures += not result.ok
@@ -233,12 +217,12 @@ async def evaluate(
         for w in workers:
             w.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-        log.flush()
+        log.close()
         progress.close()
         if _kept(run, latest.values()) is None:
             run.discard()
         raise
-    log.flush()
+    log.close()
     progress.close()
     order = {t.id: i for i, t in enumerate(plan.tasks)}
     results = sorted(latest.values(), key=lambda r: (order.get(r.task_id, len(order)), r.repeat))

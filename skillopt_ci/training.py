@@ -20,6 +20,7 @@ from skillopt_ci.evaluation import EvalSession, make_plan
 from skillopt_ci.names import run_dir_name
 from skillopt_ci.paths import display_path
 from skillopt_ci.rundir import RunDir, write_atomic, write_json_atomic
+from skillopt_ci.runlock import RunLock
 from skillopt_ci.skill import Skill, load_skill
 from skillopt_ci.suite import Suite, load_suite
 from skillopt_ci.train_records import TrainingSummary
@@ -39,6 +40,7 @@ class TrainRequest:
     max_dollars: float | None = None
     max_wall_seconds: float | None = None
     cache_mode: str | None = None
+    wait: bool = False  # queue behind another process writing to the same run directory
 
 
 @dataclass
@@ -110,8 +112,8 @@ def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], 
     entry, skill, suite, policy = prepare(config, request)
     ident = manifest(config, skill, suite, policy)
     run_dir = request.out or default_run_dir(config, skill, ident)
-    options = {"cache_mode": request.cache_mode, **(session_options or {})}
-    with EvalSession(config, **options) as session:
+    options = {"cache_mode": request.cache_mode, "wait": request.wait, **(session_options or {})}
+    with RunLock(run_dir, wait=request.wait), EvalSession(config, **options) as session:
         session.check(suite, make_plan(skill, suite, "val", policy.repeats), _budgets(config, request))
         session.pool.check_credentials("optimizer")
         run = RunDir(run_dir)

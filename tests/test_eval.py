@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -220,3 +222,18 @@ def test_non_tty_progress_prints_plain_lines(project):
     progress = [line for line in res.err.splitlines() if line.startswith("eval ticket-triage/val:")]
     assert progress and progress[-1].startswith("eval ticket-triage/val: 12/12 (100%)")
     assert "\r" not in res.err
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_run_files_follow_the_umask(project, umask, mode):
+    old = os.umask(umask)
+    try:
+        res = run_cli("eval", "ticket-triage", "--out", "run", "--quiet", cwd=project)
+    finally:
+        os.umask(old)
+    assert res.code == 0, res.err
+    run = project / "run"
+    modes = {name: stat.S_IMODE((run / name).stat().st_mode)
+             for name in ("run.json", "summary.json", "report.md", "results.jsonl", "skill.md")}
+    assert modes == dict.fromkeys(modes, mode)
+    assert stat.S_IMODE((run / ".lock").stat().st_mode) == mode

@@ -3,16 +3,19 @@ targets end to end, the demo, start-up without SDK imports."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from test_gate import SKILL, commit_on_branch, make_repo, skill_text
 
 from conftest import run_cli, write_project
 from skillopt_ci.cache import ResponseCache, cache_key
@@ -30,32 +33,73 @@ def cli_process(project: Path, *args: str, env: dict | None = None) -> subproces
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
 
 
+class HoldAfter:
+    """A TriagePolicy that answers the first ``answered`` calls and holds every later one until
+    :meth:`release`: a run stopped at a known point, with no timing involved."""
+
+    def __init__(self, answered: int):
+        self.answered = answered
+        self.triage = TriagePolicy()
+        self.lock = threading.Lock()
+        self.seen = 0
+        self.held = threading.Semaphore(0)
+        self.released = threading.Event()
+
+    def __call__(self, request):
+        with self.lock:
+            self.seen += 1
+            hold = self.seen > self.answered
+        if hold:
+            self.held.release()
+            self.released.wait(120)
+        return self.triage(request)
+
+    def wait_held(self, n: int) -> None:
+        """Block until ``n`` calls are held (the premise of a test, not a timing assertion)."""
+        for _ in range(n):
+            assert self.held.acquire(timeout=60), "the run never reached the held calls"
+
+    def release(self) -> None:
+        with self.lock:
+            self.answered = 10**9
+        self.released.set()
+
+
+def result_lines(run: Path) -> list[dict]:
+    file = run / "results.jsonl"
+    return [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []
+
+
 @pytest.mark.slow
 def test_killed_eval_resumes_to_the_same_result(tmp_path):
-    with ScriptedModelServer(TriagePolicy(), latency=0.15) as server:
-        project = write_project(tmp_path / "p", server.openai_base_url, concurrency=2)
-        out = project / "run"
-        proc = cli_process(project, "eval", "ticket-triage", "--split", "train", "--out", str(out), "--cache", "off")
-        deadline = time.monotonic() + 30
-        results = out / "results.jsonl"
-        while time.monotonic() < deadline:
-            if results.exists() and len(results.read_text().splitlines()) >= 4:
-                break
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    """kill -9 loses only the calls in flight; the resumed run redoes exactly the rest."""
+    hold = HoldAfter(6)
+    with ScriptedModelServer(hold) as server:
+        try:
+            project = write_project(tmp_path / "p", server.openai_base_url, concurrency=2)
+            out = project / "run"
+            proc = cli_process(project, "eval", "ticket-triage", "--split", "train", "--out", str(out), "--cache", "off",
+                               "--quiet")
+            hold.wait_held(2)  # both workers wait on a call: six rollouts are finished, none can finish now
+            assert proc.poll() is None
+            # Premise: every finished result is on disk while the run is still going.
+            assert len(result_lines(out)) == 6
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        finally:
+            hold.release()
         assert not (out / "summary.json").exists()
-        done_before = len({json.loads(line)["task_id"] for line in results.read_text().splitlines() if line.strip()})
-        assert 4 <= done_before < 18
-        calls_before = server.call_count
-        resumed = cli_process(project, "eval", "ticket-triage", "--split", "train", "--out", str(out), "--cache", "off")
+        kept = result_lines(out)
+        assert len(kept) == 6 and len({(r["task_id"], r["repeat"]) for r in kept}) == 6
+        calls_before = hold.seen
+        resumed = cli_process(project, "eval", "ticket-triage", "--split", "train", "--out", str(out), "--cache", "off",
+                              "--quiet")
         _, err = resumed.communicate(timeout=60)
         assert resumed.returncode == 0, err
-        # Only the unfinished tasks were called again (a call in flight at the kill is redone).
-        assert server.call_count - calls_before <= 18 - done_before + 2
-        assert server.call_count - calls_before >= 18 - done_before
-    lines = [json.loads(line) for line in results.read_text().splitlines()]
-    assert len({(r["task_id"], r["repeat"]) for r in lines}) == 18
+        # Exactly the twelve unfinished tasks were called again (the two in flight among them).
+        assert hold.seen - calls_before == 12
+    lines = result_lines(out)
+    assert len(lines) == 18 and len({(r["task_id"], r["repeat"]) for r in lines}) == 18
     summary = json.loads((out / "summary.json").read_text())
     # The same number an uninterrupted run gives.
     with ScriptedModelServer(TriagePolicy()) as server:
@@ -64,6 +108,68 @@ def test_killed_eval_resumes_to_the_same_result(tmp_path):
         assert res.code == 0
     assert summary["mean"] == json.loads((fresh / "run/summary.json").read_text())["mean"]
     assert summary["n_results"] == 18 and summary["n_errors"] == 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path):
+    hold = HoldAfter(5)
+    with ScriptedModelServer(hold) as server:
+        try:
+            project = write_project(tmp_path / "p", server.openai_base_url, concurrency=2)
+            proc = cli_process(project, "eval", "ticket-triage", "--split", "train", "--out", "run", "--cache", "off",
+                               "--quiet")
+            hold.wait_held(2)
+            assert proc.poll() is None and len(result_lines(project / "run")) == 5
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            hold.release()
+    assert proc.returncode == 3
+    assert err.strip().splitlines()[-1] == "interrupted: 5 finished results kept in run; re-run the same command to resume"
+    assert "Traceback" not in err and len(result_lines(project / "run")) == 5
+
+
+@pytest.mark.slow
+def test_a_second_run_into_the_same_directory_fails_at_once_or_waits(tmp_path):
+    hold = HoldAfter(2)
+    with ScriptedModelServer(hold) as server:
+        try:
+            project = write_project(tmp_path / "p", server.openai_base_url, concurrency=2)
+            args = ("eval", "ticket-triage", "--out", "run", "--cache", "off", "--quiet")
+            first = cli_process(project, *args)
+            hold.wait_held(2)
+            # Premise: the first run is alive and holds the lock.
+            assert first.poll() is None
+            lock = project / "run/.lock"
+            with open(lock) as fh, pytest.raises(BlockingIOError):
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            assert lock.read_text().startswith(f"pid {first.pid}: skillopt-ci eval ticket-triage")
+            second = cli_process(project, *args)
+            _, err = second.communicate(timeout=60)
+            assert second.returncode == 3
+            assert f"another skillopt-ci process is writing to this run directory (pid {first.pid}: " in err
+            assert "--wait" in err and "Traceback" not in err
+            assert hold.seen == 4  # the refused run called no model
+            waiting_err = tmp_path / "waiting.err"
+            with open(waiting_err, "w") as fh:
+                waiting = subprocess.Popen([PY, "-m", "skillopt_ci", *args, "--wait"], cwd=project,
+                                           stdout=subprocess.PIPE, stderr=fh, text=True)
+            deadline = time.monotonic() + 60
+            while f"waiting for pid {first.pid}" not in waiting_err.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert f"waiting for pid {first.pid}" in waiting_err.read_text()
+            assert waiting.poll() is None
+        finally:
+            hold.release()
+        _, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
+        waiting.communicate(timeout=60)
+        assert waiting.returncode == 0, waiting_err.read_text()
+        # The queued run found the run finished: no call of its own, no duplicated result.
+        assert hold.seen == 12
+    lines = result_lines(project / "run")
+    assert len(lines) == 12 and len({r["task_id"] for r in lines}) == 12
+    assert json.loads((project / "run/summary.json").read_text())["n_results"] == 12
 
 
 def _fill_cache(path: str, start: int, count: int) -> None:
@@ -179,3 +285,32 @@ def test_help_does_not_import_the_sdks():
     proc = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("command", ["eval", "compare", "gate", "train"])
+def test_every_command_that_writes_a_run_refuses_a_locked_directory(tmp_path, server, command):
+    root = make_repo(tmp_path, server.openai_base_url)
+    commit_on_branch(root, "pr", {SKILL: skill_text(root) + "\n- Answer briefly.\n"})
+    config = yaml.safe_load((root / "skillopt.yml").read_text())
+    config["models"]["optimizer"] = dict(config["models"]["target"])
+    (root / "skillopt.yml").write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    out.mkdir()
+    args = {
+        "eval": ["eval", "ticket-triage"],
+        "compare": ["compare", SKILL, SKILL, "--suite", "eval_suites/ticket-triage"],
+        "gate": ["gate", "--base", "main", "--head", "pr"],
+        "train": ["train", "--skill", "ticket-triage"],
+    }[command]
+    with open(out / ".lock", "w") as held:  # another writer, as far as the command can tell
+        held.write("pid 4242: skillopt-ci eval ticket-triage\n")
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX)
+        res = run_cli(*args, "--out", str(out), "--quiet", cwd=root)
+    assert res.code == 3, res.err
+    first = res.err.strip().splitlines()[0]
+    assert first == (f"error: {out}: another skillopt-ci process is writing to this run directory "
+                     "(pid 4242: skillopt-ci eval ticket-triage) (wait for it to finish, pass --wait to queue "
+                     "behind it, or choose another --out)")
+    assert server.call_count == 0
+    assert [p.name for p in out.iterdir()] == [".lock"]

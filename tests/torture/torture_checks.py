@@ -16,9 +16,10 @@ SECRET_ENV = {"OPENAI_API_KEY": OPENAI_KEY, "ANTHROPIC_API_KEY": ANTHROPIC_KEY, 
 
 
 def first_error_line(err: str) -> str:
-    """The first line of stderr that reports an error (ours say ``error:``, click's ``Error:``)."""
+    """The first line of stderr that reports an error (ours say ``error:``, click's ``Error:``) or
+    a run that could not be completed (``incomplete:``, ``inconclusive:``)."""
     for line in err.splitlines():
-        if line.lower().startswith("error"):
+        if line.lower().startswith(("error", "incomplete", "inconclusive")):
             return line
     return ""
 
