@@ -99,6 +99,7 @@ class GatePolicy:
     split: str = "val"
     repeats: int | None = None
     margin: float = 0.0
+    detect: float | None = None  # the drop the gate should be able to see (validate warns if not)
     confidence: float = 0.95
     min_coverage: float = 0.8
     min_score: float | None = None

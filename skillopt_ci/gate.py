@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from skillopt_ci.git import Git
 from skillopt_ci.records import EvalSummary, TaskResult
 from skillopt_ci.rundir import write_json_atomic
 from skillopt_ci.shard import Shard
-from skillopt_ci.skill import parse_skill
+from skillopt_ci.skill import Skill, parse_skill
 from skillopt_ci.stats import below
 from skillopt_ci.suite import load_suite
 
@@ -71,6 +71,7 @@ class SkillVerdict:
     base: EvalSummary | None = None
     head: EvalSummary | None = None
     regressed_tasks: list[TaskExample] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()  # the head skill's soft Agent Skills deviations
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +88,7 @@ class SkillVerdict:
             "base": self.base.to_dict() if self.base else None,
             "head": self.head.to_dict() if self.head else None,
             "regressed_tasks": [vars(t) for t in self.regressed_tasks],
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -102,6 +104,7 @@ class SkillVerdict:
             base=EvalSummary.from_dict(data["base"]) if data.get("base") else None,
             head=EvalSummary.from_dict(data["head"]) if data.get("head") else None,
             regressed_tasks=[TaskExample(**t) for t in data.get("regressed_tasks") or []],
+            warnings=tuple(data.get("warnings") or ()),
         )
 
 
@@ -261,8 +264,16 @@ def run_gate(
 
 def _gate_skill(config: Config, git: Git, session: EvalSession, out: Path, change: SkillChange, policy: GatePolicy,
                 top: Path, base: str, head: str | None, shard: Shard | None, fresh: bool = False) -> SkillVerdict:
+    """One changed skill, with the head skill's soft spec deviations attached as warnings."""
+    verdict, head_skill = _judge_skill(config, git, session, out, change, policy, top, base, head, shard, fresh)
+    return replace(verdict, warnings=head_skill.warnings) if head_skill is not None else verdict
+
+
+def _judge_skill(config: Config, git: Git, session: EvalSession, out: Path, change: SkillChange,
+                 policy: GatePolicy, top: Path, base: str, head: str | None, shard: Shard | None,
+                 fresh: bool) -> tuple[SkillVerdict, Skill | None]:
     if change.status == "deleted":
-        return SkillVerdict(change, "deleted", False, "skill file deleted; nothing to evaluate")
+        return SkillVerdict(change, "deleted", False, "skill file deleted; nothing to evaluate"), None
     head_text = git.show(head, change.path) if head else (top / change.path).read_text(encoding="utf-8")
     if head_text is None:
         raise InputError(f"skill {change.path!r} does not exist at {head[:12]}")
@@ -273,18 +284,23 @@ def _gate_skill(config: Config, git: Git, session: EvalSession, out: Path, chang
     head_run = session.evaluate(plan, out / change.name / "head", fresh=fresh, label=f"gate {change.name} head")
     base_text = git.show(base, change.base_path) if change.base_path else None
     if base_text is None:
-        return new_skill_verdict(change, head_run.summary, policy, all_ids)
+        return new_skill_verdict(change, head_run.summary, policy, all_ids), head_skill
     base_skill = parse_skill(base_text, path=f"{base[:12]}:{change.base_path}")
     base_plan = make_plan(base_skill, suite, policy.split, policy.repeats, shard)
     base_run = session.evaluate(base_plan, out / change.name / "base", fresh=fresh,
                                 label=f"gate {change.name} base")
     return decide(change, base_run.results, head_run.results, [t.id for t in plan.tasks], policy,
-                  base_run.summary, head_run.summary, all_ids)
+                  base_run.summary, head_run.summary, all_ids), head_skill
 
 
 def new_skill_verdict(change: SkillChange, head: EvalSummary, policy: GatePolicy,
                       all_ids: tuple[str, ...]) -> SkillVerdict:
     change = SkillChange(change.name, change.path, change.suite, "added")
+    if not head.complete or head.coverage < policy.min_coverage:
+        # A partial run (a missing shard, a budget) cannot vouch for a new skill's score.
+        why = head.stopped or f"only {head.n_tasks_scored} of {head.n_tasks} tasks were measured"
+        return SkillVerdict(change, "inconclusive", "inconclusive" in policy.fail_on, f"new skill: {why}", all_ids,
+                            head=head)
     failed, reason = _below_minimum(head, policy)
     return SkillVerdict(change, "new", failed, reason or "new skill: evaluated alone", all_ids, head=head)
 
@@ -350,8 +366,8 @@ def run_compare(config: Config, session: EvalSession, base_path: Path, head_path
     head_run = session.evaluate(head_plan, out / name / "head", fresh=fresh, label=f"compare {name} head")
     base_run = session.evaluate(base_plan, out / name / "base", fresh=fresh, label=f"compare {name} base")
     change = SkillChange(name, display_path(head_path), suite.display, "modified", display_path(base_path))
-    verdict = decide(change, base_run.results, head_run.results, [t.id for t in head_plan.tasks], policy,
-                     base_run.summary, head_run.summary, all_ids)
+    verdict = replace(decide(change, base_run.results, head_run.results, [t.id for t in head_plan.tasks], policy,
+                             base_run.summary, head_run.summary, all_ids), warnings=head_skill.warnings)
     report = GateReport(base_ref=display_path(base_path), head_ref=display_path(head_path), base_sha=base_skill.hash,
                         head_sha=head_skill.hash, merge_base=base_skill.hash, policy=policy, skills=[verdict],
                         shard=str(shard) if shard else None, mode="compare")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skillopt_ci.gate import WORKTREE, GateReport, SkillVerdict, TaskExample
-from skillopt_ci.markdown import code_block, escape_inline
+from skillopt_ci.markdown import code_block, code_span, escape_inline
 from skillopt_ci.report import fmt_cost, fmt_score
 
 COMMENT_LIMIT = 65_536
@@ -129,7 +129,7 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
         compared = f"{escape_inline(report.base_ref, 200)} → {escape_inline(report.head_ref, 200)}"
     repeats = f", {p.repeats} repeats" if p.repeats else ""
     shard = f", shard {report.shard}" if report.shard else ""
-    head.append(f"Split `{escape_inline(p.split, 40)}`{repeats}{shard}, paired on the same tasks · {compared} · "
+    head.append(f"Split {code_span(p.split, 40)}{repeats}{shard}, paired on the same tasks · {compared} · "
                 f"fails on a {int(p.confidence * 100)}% confident drop beyond {p.margin:.2f}")
     head.append("")
     if report.skills:
@@ -143,12 +143,14 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
         head.append("No configured skill or suite changed.")
     notes = [f"- **{escape_inline(s.change.name, 60)}**: {escape_inline(s.reason, 300)}"
              for s in report.skills if s.failed or s.verdict == "inconclusive"]
+    notes += [f"- ⚠️ **{escape_inline(s.change.name, 60)}** (warning): {escape_inline(w, 300)}"
+              for s in report.skills for w in s.warnings]
     if notes:
         head += ["", *notes]
     if report.overridden:
-        head += ["", f"The label `{escape_inline(p.override_label, 60)}` is set: the regression is allowed, the check passes."]
+        head += ["", f"The label {code_span(p.override_label, 60)} is set: the regression is allowed, the check passes."]
     elif report.failed and report.mode == "gate":
-        head += ["", f"To merge anyway, add the label `{escape_inline(p.override_label, 60)}`."]
+        head += ["", f"To merge anyway, add the label {code_span(p.override_label, 60)}."]
     tail = []
     spend = spend_table(report)
     if spend:

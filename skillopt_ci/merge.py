@@ -182,13 +182,14 @@ def merge_gate_runs(dirs: Sequence[Path], out: Path) -> GateReport:
             continue
         head_summary, head_results = merge_eval_runs([d / name / "head" for d in dirs], out / name / "head",
                                                      skill.task_ids)
-        if skill.verdict == "new":
-            merged.append(new_skill_verdict(skill.change, head_summary, first.policy, skill.task_ids))
-            continue
-        base_summary, base_results = merge_eval_runs([d / name / "base" for d in dirs], out / name / "base",
-                                                     skill.task_ids)
-        merged.append(decide(skill.change, base_results, head_results, list(skill.task_ids), first.policy,
-                             base_summary, head_summary, skill.task_ids))
+        if skill.verdict == "new" or skill.change.status == "added":
+            verdict = new_skill_verdict(skill.change, head_summary, first.policy, skill.task_ids)
+        else:
+            base_summary, base_results = merge_eval_runs([d / name / "base" for d in dirs], out / name / "base",
+                                                         skill.task_ids)
+            verdict = decide(skill.change, base_results, head_results, list(skill.task_ids), first.policy,
+                             base_summary, head_summary, skill.task_ids)
+        merged.append(replace(verdict, warnings=skill.warnings))
     report = GateReport(first.base_ref, first.head_ref, first.base_sha, first.head_sha, first.merge_base,
                         first.policy, merged, shard=None, mode=first.mode)
     write_json_atomic(out / "gate.json", report.to_dict())

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from skillopt_ci.config import Limits, ModelSpec
+from skillopt_ci.config import GatePolicy, Limits, ModelSpec
 from skillopt_ci.skill import Skill, estimate_tokens
 from skillopt_ci.suite import Suite
 from skillopt_ci.task import Task
@@ -57,6 +57,27 @@ def prompt_warnings(suite: Suite, tasks: Sequence[Task], limits: Limits) -> list
     if len(over) > LISTED:
         found.append(warning(suite.display, f"{len(over) - LISTED} more task prompt(s) over limits.prompt_tokens"))
     return found
+
+
+def gate_power_warning(suite: Suite, gate: GatePolicy, where: str) -> list[Problem]:
+    """A warning when the gate split is too small for the gate to see the drop it should: the
+    ``gate.detect`` effect, or else ``gate.margin`` when it is above 0 (a green check must not be
+    read as "no regression" when the suite could not have seen one). The variance is unknown
+    before a run, so the binomial worst case stands in (:func:`skillopt_ci.stats.detectable_drop`)."""
+    from skillopt_ci.stats import detectable_drop
+
+    wanted = gate.detect if gate.detect is not None else (gate.margin if gate.margin > 0 else None)
+    if wanted is None or gate.split not in suite.splits:
+        return []
+    n, repeats = len(suite.tasks(gate.split)), gate.repeats or suite.repeats
+    drop = detectable_drop(n, repeats, alpha=1 - gate.confidence, margin=gate.margin)
+    if drop is not None and drop <= wanted + 1e-9:
+        return []
+    key = "gate.detect" if gate.detect is not None else "gate.margin"
+    seen = "no drop at all (fewer than 2 tasks)" if drop is None else f"drops of about {drop * 100:.0f} points or more"
+    return [warning(where, f"the gate's {gate.split} split ({n} task(s) × {repeats} repeat(s)) can detect {seen} "
+                           f"with 80% power, not the {wanted * 100:.0f} points of {key}: add tasks or raise "
+                           "gate.repeats")]
 
 
 def plan_warnings(plan: EvalPlan, limits: Limits) -> list[Problem]:

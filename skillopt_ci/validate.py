@@ -70,8 +70,9 @@ def suite_problems(path: Path, shown: str, config: Config | None) -> list[Proble
     if "val" not in suite.splits:
         problems.append(Problem(shown, "has no val split: the pull-request gate and training need one"))
     if config is not None:
-        from skillopt_ci.preflight import prompt_warnings
+        from skillopt_ci.preflight import gate_power_warning, prompt_warnings
 
         for tasks in suite.splits.values():
             problems += prompt_warnings(suite, tasks, config.limits)
+        problems += gate_power_warning(suite, config.gate, shown)
     return problems

@@ -345,3 +345,34 @@ def test_gate_on_an_edited_working_tree_gets_a_new_run(tmp_path, server):
     assert run_cli("gate", "--quiet", cwd=root).code == 1 and server.call_count == calls
     again = run_cli("gate", "--fresh", "--quiet", "--cache", "off", cwd=root)
     assert again.code == 1 and server.call_count == calls + 24
+
+
+def test_soft_skill_warnings_reach_the_gate_report_without_failing_it(tmp_path, server):
+    root = make_repo(tmp_path, server.openai_base_url)
+    long = "Sort support tickets. " + "d" * 1100
+    commit_on_branch(root, "long", {SKILL: skill_text(root).replace(
+        "description: Sort customer support tickets", f"description: {long} Sort customer support tickets")})
+    out = tmp_path / "g"
+    res = run_cli("gate", "--base", "main", "--head", "long", "--out", str(out), "--quiet", cwd=root)
+    assert res.code == 0, res.err
+    [skill] = gate_json(out)["skills"]
+    assert skill["warnings"] and "limit is 1024" in skill["warnings"][0]
+    assert "(warning)" in (out / "report.md").read_text() and "limit is 1024" in (out / "report.md").read_text()
+    assert run_cli("gate", "--base", "main", "--head", "long", "--out", str(tmp_path / "s"), "--strict",
+                   "--quiet", cwd=root).code == 2
+
+
+def test_a_new_skill_merged_from_incomplete_shards_is_inconclusive(tmp_path, server):
+    root = make_repo(tmp_path, server.openai_base_url, gate={"min_score": 0.1})
+    config = yaml.safe_load((root / "skillopt.yml").read_text())
+    config["skills"].append({"path": "skills/newbie/SKILL.md", "suite": "eval_suites/ticket-triage"})
+    commit_on_branch(root, "new", {"skillopt.yml": yaml.safe_dump(config),
+                                   "skills/newbie/SKILL.md": skill_text(root).replace("ticket-triage", "newbie")})
+    shards = [str(tmp_path / f"s{i}") for i in (1, 2)]
+    for i, out in enumerate(shards, start=1):
+        run_cli("gate", "--base", "main", "--head", "new", "--shard", f"{i}/3", "--out", out, "--quiet", cwd=root)
+    assert gate_json(Path(shards[0]))["skills"][0]["verdict"] == "new"  # each shard alone is whole
+    res = run_cli("merge", *shards, "--out", str(tmp_path / "m"), cwd=root)
+    [skill] = gate_json(tmp_path / "m")["skills"]
+    assert skill["verdict"] == "inconclusive" and "not merged" in skill["reason"], skill["reason"]
+    assert res.code == 0 and res.err.startswith("inconclusive")

@@ -205,3 +205,21 @@ def test_unpriced_local_model_is_free_under_a_dollar_budget(tmp_path, server):
                                         (None, False), ("http://[bad/v1", False)])
 def test_loopback_addresses(url, local):
     assert is_loopback(url) is local
+
+
+def test_validate_warns_when_the_gate_split_cannot_see_the_drop_it_should(project):
+    set_config(project, gate={"detect": 0.1})
+    res = run_cli("validate", cwd=project)
+    assert res.code == 0, res.err
+    line = next(x for x in res.err.splitlines() if "gate.detect" in x)
+    assert line.startswith("warning: eval_suites/ticket-triage:")
+    assert "val split (12 task(s)" in line and "not the 10 points of gate.detect" in line
+    strict = run_cli("validate", "--strict", cwd=project)
+    assert strict.code == 2 and "gate.detect" in strict.err
+
+
+def test_no_power_warning_when_the_split_can_see_the_drop(project):
+    set_config(project, gate={"detect": 0.95})
+    assert "gate.detect" not in run_cli("validate", cwd=project).err
+    set_config(project, gate={"margin": 0.05})  # without detect, the margin is what it must see
+    assert "not the 5 points of gate.margin" in run_cli("validate", cwd=project).err

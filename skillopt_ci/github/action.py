@@ -33,7 +33,7 @@ from skillopt_ci.git import Git
 from skillopt_ci.github.publisher import MARKER, Annotation, Publisher, PublishError
 from skillopt_ci.github.runner_files import append_summary, command, write_outputs
 from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env
-from skillopt_ci.markdown import escape_inline
+from skillopt_ci.markdown import code_span, escape_inline
 from skillopt_ci.models.registry import resolve_endpoint
 from skillopt_ci.names import run_dir_name
 from skillopt_ci.redact import SECRETS
@@ -201,10 +201,10 @@ def gate_flow(ctx: Context) -> int:
                     "step's env; nothing was evaluated.")
     publisher = ctx.publisher_factory(s) if s.token else None
     if changes and publisher and s.comment:
-        names = ", ".join(f"`{escape_inline(c.name, 60)}`" for c in changes)
+        names = ", ".join(code_span(c.name, 60) for c in changes)
         ctx.publish(lambda: publisher.upsert_comment(
             pr.number, f"{MARKER}\n## skillopt-ci gate: ⏳ evaluating…\n\nEvaluating {names} on split "
-                       f"`{escape_inline(config.gate.split, 40)}` at `{head_sha[:7]}`. This comment is updated "
+                       f"{code_span(config.gate.split, 40)} at `{head_sha[:7]}`. This comment is updated "
                        "when the results are in.\n"))
     out = config.runs_dir / f"gate-pr{pr.number}-{head_sha[:12]}"
     ctx.run_dirs.append(out)
