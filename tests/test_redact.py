@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from test_action import PR
 from test_gate import SKILL, make_repo
 
@@ -168,3 +169,25 @@ def test_action_sends_no_key_or_token_to_github_or_the_runner_files(tmp_path):
     files = every_file(tmp_path)
     for secret in (KEY, TOKEN):
         assert_nowhere(secret, res.out, res.err, bodies, comments, files=files)
+
+
+def test_training_writes_no_key_when_the_provider_echoes_it(tmp_path):
+    from test_train import train_project
+
+    from skillopt_ci.testing.sim_models import SimulatedModels
+
+    with ScriptedModelServer(SimulatedModels()) as server:
+        server.fault_plan = lambda r: echo_auth(r) if r.call_index % 7 == 3 else None
+        project = train_project(tmp_path / "p", server.openai_base_url, train={"epochs": 1},
+                                target={"api_key_env": "SIM_API_KEY"})
+        data = yaml.safe_load((project / "skillopt.yml").read_text())
+        data["models"]["optimizer"]["api_key_env"] = "SIM_API_KEY"
+        (project / "skillopt.yml").write_text(yaml.safe_dump(data))
+        res = run_cli("train", "--skill", "ticket-triage", "--out", str(tmp_path / "run"), cwd=project,
+                      env={"SIM_API_KEY": KEY})
+        echoed = [c for c in server.calls if c.status == 401]
+    assert echoed, "the premise: the provider echoed the key at least once"
+    assert "Traceback" not in res.err
+    assert (tmp_path / "run" / "summary.json").is_file(), res.err
+    assert "Bearer ***" in "".join(every_file(tmp_path / "run").values())  # the errors were recorded, redacted
+    assert_nowhere(KEY, res.out, res.err, files=every_file(tmp_path))
