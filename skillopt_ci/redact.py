@@ -34,13 +34,15 @@ ZWSP = "\u200b"
 
 _SECRET_ENV_SUFFIXES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS")
 # Credentials in shapes we recognise even when we never saw the value: an echoed Authorization
-# or api-key header, and the token formats of the providers and GitHub.
-_SHAPES = re.compile(
-    r"(?i)(?P<head>\b(?:authorization|proxy-authorization)[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+)[^\s\"',;]+"
-    r"|(?P<head2>\b(?:x-api-key|api-key)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]+"
-    r"|\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"
-    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"
-    r"|\bgithub_pat_[A-Za-z0-9_]{20,}"
+# or api-key header, and the token formats of the providers and GitHub. Each shape has a cheap
+# substring test first (redaction runs on every result line; most lines hold none of them).
+_SHAPES: tuple[tuple[tuple[str, ...], bool, re.Pattern[str]], ...] = (
+    (("authorization",), True, re.compile(
+        r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+)[^\s\"',;]+")),
+    (("api-key",), True, re.compile(r"(?i)(\b(?:x-)?api-key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]+")),
+    (("sk-",), False, re.compile(r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}")),
+    (("ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_"), False,
+     re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}")),
 )
 _COMMAND_LINE = re.compile(r"^(?=[ \t]*::)", re.MULTILINE)
 
@@ -82,15 +84,29 @@ class SecretRegistry:
             self.add(value)
 
     def redact(self, text: str) -> str:
-        pattern = self._pattern
-        if pattern is not None:
+        pattern, values = self._pattern, self._values
+        if pattern is not None and any(v in text for v in values):
             text = pattern.sub(MASK, text)
-        return _SHAPES.sub(_mask_shape, text)
+        lowered = None
+        for needles, anycase, shape in _SHAPES:
+            if anycase:
+                lowered = text.lower() if lowered is None else lowered
+                if not any(n in lowered for n in needles):
+                    continue
+            elif not any(n in text for n in needles):
+                continue
+            text = shape.sub(_mask_shape, text)
+            lowered = None
+        return text
 
 
 def _mask_shape(match: re.Match[str]) -> str:
-    head = match.group("head") or match.group("head2") or ""
-    return head + MASK
+    if match.re.groups:  # a header: keep its name, mask its value
+        return match.group(1) + MASK
+    start = match.start()
+    if start and (match.string[start - 1].isalnum() or match.string[start - 1] in "_-"):
+        return match.group(0)  # inside a longer word ("task-…"): not a token
+    return MASK
 
 
 def _split(url: str | None) -> Any:

@@ -64,6 +64,8 @@ def test_registered_values_and_credential_shapes_are_masked():
     assert "a-registered-value-42" not in out and "abc.def-123" not in out and "9f8e7d" not in out
     assert "sk-proj-AbCdEfGhIjKlMnOpQr" not in out and "ghp_0123456789abcdefghijABCD" not in out
     assert "Authorization: Bearer ***" in out and "short stays" in out
+    # Token shapes only as whole words: a task id such as "task-…" is not a key.
+    assert redact("task-abcdefghijklmnopqrstuvwxyz") == "task-abcdefghijklmnopqrstuvwxyz"
 
 
 def test_environment_variables_named_as_credentials_are_registered():
