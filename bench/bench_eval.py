@@ -85,8 +85,8 @@ def run_eval(root: Path, out: str, *extra: str, preimport: bool = False) -> tupl
 def append_cost(sample: Path, n: int, rounds: int = 5) -> tuple[float, float]:
     """Seconds per result: one O_APPEND write per result (what the runner does) vs one write of
     all lines (what a batching log does). Best of ``rounds``; both include the JSON encoding."""
-    from skillopt_ci.records import TaskResult
-    from skillopt_ci.rundir import ResultLog
+    from skillopt_ci.core.records import TaskResult
+    from skillopt_ci.engine.rundir import ResultLog
 
     first = TaskResult.from_dict(json.loads(sample.read_text().splitlines()[0]))
     results = [first] * n

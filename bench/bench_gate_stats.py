@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from test_gate_statistics import BASE_PASS_SHARE, FLIP, POLICY, simulate_drop  # noqa: E402
 
-from skillopt_ci.compare import compare_results  # noqa: E402
-from skillopt_ci.records import TaskResult  # noqa: E402
-from skillopt_ci.stats import below  # noqa: E402
+from skillopt_ci.core.compare import compare_results  # noqa: E402
+from skillopt_ci.core.records import TaskResult  # noqa: E402
+from skillopt_ci.core.stats import below  # noqa: E402
 
 SUITES = ((24, 1), (24, 3), (60, 1), (60, 3))
 NOMINAL = (1 - POLICY.confidence) / 2

@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 from skillopt_ci.demo import demo_config
-from skillopt_ci.scaffold import example_path
-from skillopt_ci.suite import load_suite
+from skillopt_ci.inputs.scaffold import example_path
+from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.testing.server import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_TARGET, SimulatedModels
-from skillopt_ci.train_state import TrainState
-from skillopt_ci.training import TrainRequest, run_training
+from skillopt_ci.train.entry import TrainRequest, run_training
+from skillopt_ci.train.state import TrainState
 
 
 def train_once(early_stop: bool, epochs: int, concurrency: int) -> tuple[list, int, int, float]:

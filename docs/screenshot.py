@@ -15,7 +15,7 @@ from playwright.sync_api import sync_playwright
 from skillopt_ci.demo import demo_config
 from skillopt_ci.testing.server import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SimulatedModels
-from skillopt_ci.training import TrainRequest, run_training
+from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.viewer.report import write_html_report
 
 OUT = Path(__file__).resolve().parent / "viewer.png"

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 
-from skillopt_ci.config import CacheSettings, Config, ModelSpec, SkillEntry, TrainPolicy
-from skillopt_ci.evaluation import EvalRequest, run_eval
-from skillopt_ci.report import score_table
-from skillopt_ci.scaffold import example_path
+from skillopt_ci.engine.evaluation import EvalRequest, run_eval
+from skillopt_ci.inputs.config import CacheSettings, Config, ModelSpec, SkillEntry, TrainPolicy
+from skillopt_ci.inputs.scaffold import example_path
+from skillopt_ci.render.eval_report import score_table
 from skillopt_ci.testing.server import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SIM_TARGET, SimulatedModels
-from skillopt_ci.train_report import summary_table
-from skillopt_ci.training import TrainRequest, run_training
+from skillopt_ci.train.entry import TrainRequest, run_training
+from skillopt_ci.train.report import summary_table
 
 SIM_MODEL = SIM_TARGET
 BANNER = (

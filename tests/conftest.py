@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from skillopt_ci.cli import main
-from skillopt_ci.scaffold import example_path
+from skillopt_ci.inputs.scaffold import example_path
 from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.triage import TriagePolicy
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes.github import FakeGitHub
 from test_gate import (
     ACCOUNT_RULE,
     BETTER_RULES,
@@ -25,7 +26,7 @@ from test_gate import (
 
 from conftest import run_cli
 from skillopt_ci.github.publisher import MARKER
-from skillopt_ci.testing import FakeGitHub, ScriptedModelServer
+from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.triage import TriagePolicy
 
 
@@ -367,10 +368,10 @@ def _outside_code_blocks(markdown: str) -> str:
 
 
 def test_comment_stays_under_githubs_limit():
-    from skillopt_ci.config import GatePolicy
-    from skillopt_ci.gate import GateReport, SkillChange, decide
-    from skillopt_ci.gate_report import render_gate
-    from skillopt_ci.records import TaskResult, summarize
+    from skillopt_ci.core.records import TaskResult, summarize
+    from skillopt_ci.gate.report import render_gate
+    from skillopt_ci.gate.run import GateReport, SkillChange, decide
+    from skillopt_ci.inputs.config import GatePolicy
 
     def side(score: float) -> list[TaskResult]:
         return [TaskResult(f"t{i}", 0, "in " * 400, "@someone " + "y" * 5000, score, score >= 1, expected="z" * 3000)

@@ -180,7 +180,7 @@ def test_git_is_a_real_repository_check(tmp_path):
     """The gate's check is git's own: a directory inside a repository is fine."""
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "sub").mkdir()
-    from skillopt_ci.git import Git
+    from skillopt_ci.gate.git import Git
 
     assert Git(tmp_path / "sub").top_level().resolve() == tmp_path.resolve()
 

@@ -8,7 +8,7 @@ from statistics import fmean, stdev
 
 import pytest
 
-from skillopt_ci.compare import (
+from skillopt_ci.core.compare import (
     ComparePolicy,
     Comparison,
     TaskDelta,
@@ -17,8 +17,8 @@ from skillopt_ci.compare import (
     paired_bootstrap_ci,
     sign_test,
 )
-from skillopt_ci.records import TaskResult
-from skillopt_ci.stats import signflip_test
+from skillopt_ci.core.records import TaskResult
+from skillopt_ci.core.stats import signflip_test
 
 ERROR = {"kind": "server", "message": "503"}
 

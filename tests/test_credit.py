@@ -7,13 +7,13 @@ import json
 from test_train import SKILL, train_project
 
 from conftest import run_cli
-from skillopt_ci.credit import attribute_credit, changed_tasks
-from skillopt_ci.edits import Edit, EditCaps
-from skillopt_ci.records import TaskResult
+from skillopt_ci.core.credit import attribute_credit, changed_tasks
+from skillopt_ci.core.edits import Edit, EditCaps
+from skillopt_ci.core.records import TaskResult
 from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER
 from skillopt_ci.testing.triage import TriagePolicy
-from skillopt_ci.train_state import TrainState
+from skillopt_ci.train.state import TrainState
 
 BASE = "# Skill\n\n- rule one\n"
 GOOD = Edit("append", "- good rule")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skillopt_ci.edits import (
+from skillopt_ci.core.edits import (
     Edit,
     EditCaps,
     apply_edits,
@@ -17,7 +17,7 @@ from skillopt_ci.edits import (
     rewrite_protected_block,
     unified_diff,
 )
-from skillopt_ci.skill import FRONT_MATTER_RE, estimate_tokens, parse_skill
+from skillopt_ci.core.skill import FRONT_MATTER_RE, estimate_tokens, parse_skill
 
 SKILL = (Path(__file__).resolve().parent.parent / "skills/ticket-triage/SKILL.md").read_text(encoding="utf-8")
 BILLING = '- If the ticket mentions "invoice", "refund" or "charged", the category is billing.'

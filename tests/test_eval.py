@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli, write_project
+from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.testing import Fault
-from skillopt_ci.yamlfile import schema_validator
 
 
 def read_results(run: Path) -> list[dict]:

@@ -10,9 +10,8 @@ from typing import Any
 import github
 import pytest
 import requests
+from fakes.github import FakeGitHub
 from github import Auth, InputGitTreeElement
-
-from skillopt_ci.testing.github import FakeGitHub
 
 SKILL = "skills/x/SKILL.md"
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import run_cli, write_project
-from skillopt_ci.yamlfile import schema_validator
+from skillopt_ci.inputs.yamlfile import schema_validator
 
 SKILL = "skills/ticket-triage/SKILL.md"
 BUG_RULE = '- If the ticket mentions "crash" or "error", the category is bug.\n'
@@ -278,8 +278,8 @@ def test_bad_shard_spec(project):
 
 @pytest.mark.parametrize("spec", ["1/1", "2/5"])
 def test_shards_partition_the_tasks(spec):
-    from skillopt_ci.shard import Shard, parse_shard
-    from skillopt_ci.task import Task
+    from skillopt_ci.core.shard import Shard, parse_shard
+    from skillopt_ci.core.task import Task
 
     tasks = [Task(id=f"t{i}", input=i) for i in range(200)]
     n = parse_shard(spec).count

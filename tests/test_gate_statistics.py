@@ -19,13 +19,13 @@ from statistics import fmean, stdev
 
 import pytest
 
-from skillopt_ci.compare import ComparePolicy, Comparison, compare_results, decide_verdict
-from skillopt_ci.config import GatePolicy
-from skillopt_ci.gate import GateReport, SkillChange, SkillVerdict
-from skillopt_ci.gate_report import render_gate, terminal_table
-from skillopt_ci.records import TaskResult
-from skillopt_ci.stats import detectable_drop
-from skillopt_ci.yamlfile import schema_validator
+from skillopt_ci.core.compare import ComparePolicy, Comparison, compare_results, decide_verdict
+from skillopt_ci.core.records import TaskResult
+from skillopt_ci.core.stats import detectable_drop
+from skillopt_ci.gate.report import render_gate, terminal_table
+from skillopt_ci.gate.run import GateReport, SkillChange, SkillVerdict
+from skillopt_ci.inputs.config import GatePolicy
+from skillopt_ci.inputs.yamlfile import schema_validator
 
 N_TASKS = 60
 REPEATS = 3

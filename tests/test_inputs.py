@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli, write_project
-from skillopt_ci.errors import InputError
-from skillopt_ci.scaffold import scaffold_files
-from skillopt_ci.skill import estimate_tokens, load_skill, parse_skill
-from skillopt_ci.suite import load_suite
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.skill import estimate_tokens, load_skill, parse_skill
+from skillopt_ci.inputs.scaffold import scaffold_files
+from skillopt_ci.inputs.suite import load_suite
 
 
 def eval_fails(project: Path, *args: str) -> str:

@@ -18,7 +18,7 @@ from test_gate import (
 )
 
 from conftest import run_cli
-from skillopt_ci.shard import Shard
+from skillopt_ci.core.shard import Shard
 
 SPLIT = "eval_suites/ticket-triage/train.jsonl"
 

@@ -10,10 +10,10 @@ from types import MappingProxyType
 
 import pytest
 
-from skillopt_ci.cache import ResponseCache
-from skillopt_ci.config import Config, ModelSpec
-from skillopt_ci.errors import InputError, ProviderError
+from skillopt_ci.core.errors import InputError, ProviderError
+from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.base import Message, Usage
+from skillopt_ci.models.cache import ResponseCache
 from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.models.pricing import cost_of, price_for
 from skillopt_ci.models.registry import resolve_endpoint

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from conftest import run_cli, write_project
+from skillopt_ci.core.names import name_problem, run_dir_name, slug, training_branch
 from skillopt_ci.github.training_pr import check_branch
-from skillopt_ci.names import name_problem, run_dir_name, slug, training_branch
 
 NASTY = ["rules..x", "rules.lock", "my skill", "$(touch pwned);|&*?", "x" * 300, "-lead", "trail.", "a/b",
          "refs/heads/main", "@{u}", "ünï", "..", ".hidden", "a\\b", "x~1^2:3", ""]

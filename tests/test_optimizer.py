@@ -12,12 +12,23 @@ from types import MappingProxyType, SimpleNamespace
 
 import pytest
 
-from skillopt_ci.cache import ResponseCache
-from skillopt_ci.config import Config, ModelSpec
-from skillopt_ci.edits import Edit
+from skillopt_ci.core.edits import Edit
+from skillopt_ci.core.records import TaskResult
+from skillopt_ci.core.skill import load_skill
+from skillopt_ci.engine.runner import chat_messages
+from skillopt_ci.inputs.config import Config, ModelSpec
+from skillopt_ci.inputs.scaffold import example_path
+from skillopt_ci.inputs.suite import load_suite
+from skillopt_ci.inputs.yamlfile import load_schema
 from skillopt_ci.models.base import Usage
+from skillopt_ci.models.cache import ResponseCache
 from skillopt_ci.models.pool import ModelPool
-from skillopt_ci.optimizer import (
+from skillopt_ci.prompts.render import load_template, placeholders, render
+from skillopt_ci.scorers import build_scorer
+from skillopt_ci.testing import Fault, ScriptedModelServer, ScriptedReply
+from skillopt_ci.testing.optimizer_sim import HARMFUL_RULES, REFERENCE_RULES, OptimizerSim, norm
+from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.train.optimizer import (
     EpochEdit,
     OptimizerBuffer,
     Proposal,
@@ -35,18 +46,7 @@ from skillopt_ci.optimizer import (
     slow_update,
     update_meta_skill,
 )
-from skillopt_ci.optimizer.buffer import MAX_REJECTED
-from skillopt_ci.prompts.render import load_template, placeholders, render
-from skillopt_ci.records import TaskResult
-from skillopt_ci.runner import chat_messages
-from skillopt_ci.scaffold import example_path
-from skillopt_ci.scorers import build_scorer
-from skillopt_ci.skill import load_skill
-from skillopt_ci.suite import load_suite
-from skillopt_ci.testing import Fault, ScriptedModelServer, ScriptedReply
-from skillopt_ci.testing.optimizer_sim import HARMFUL_RULES, REFERENCE_RULES, OptimizerSim, norm
-from skillopt_ci.testing.triage import TriagePolicy
-from skillopt_ci.yamlfile import load_schema
+from skillopt_ci.train.optimizer.buffer import MAX_REJECTED
 
 SKILL = load_skill(example_path("skills/ticket-triage")).text
 OPS_MESSAGE = "is not one of append, insert_after, replace, delete"

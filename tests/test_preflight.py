@@ -14,7 +14,7 @@ import yaml
 from test_gate import commit_on_branch, make_repo
 
 from conftest import REPO, run_cli, write_project
-from skillopt_ci.config import load_config
+from skillopt_ci.inputs.config import load_config
 from skillopt_ci.models.pricing import is_loopback
 
 SKILL = "skills/ticket-triage/SKILL.md"

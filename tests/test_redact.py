@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakes.github import FakeGitHub
 from test_action import PR
 from test_gate import SKILL, make_repo
 
 from conftest import run_cli, write_project
-from skillopt_ci.config import ModelSpec
-from skillopt_ci.redact import (
+from skillopt_ci.core.redact import (
     SECRETS,
     SafeStream,
     defuse_commands,
@@ -26,7 +26,8 @@ from skillopt_ci.redact import (
     strip_userinfo,
     write_command,
 )
-from skillopt_ci.testing import FakeGitHub, ScriptedModelServer
+from skillopt_ci.inputs.config import ModelSpec
+from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.server import Fault
 from skillopt_ci.testing.triage import TriagePolicy
 

@@ -10,7 +10,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conftest import run_cli, write_project
-from skillopt_ci.markdown import ZWSP, code_span, escape_inline
+from skillopt_ci.render.markdown import ZWSP, code_span, escape_inline
 from skillopt_ci.testing import ScriptedModelServer
 
 MD = MarkdownIt("commonmark").enable("table").enable("strikethrough")

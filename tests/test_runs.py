@@ -18,10 +18,10 @@ import yaml
 from test_gate import SKILL, commit_on_branch, make_repo, skill_text
 
 from conftest import run_cli, write_project
-from skillopt_ci.cache import ResponseCache, cache_key
-from skillopt_ci.config import load_config
-from skillopt_ci.evaluation import EvalRequest, run_eval
+from skillopt_ci.engine.evaluation import EvalRequest, run_eval
+from skillopt_ci.inputs.config import load_config
 from skillopt_ci.models.base import Completion, Message, Usage
+from skillopt_ci.models.cache import ResponseCache, cache_key
 from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.triage import TriagePolicy
 

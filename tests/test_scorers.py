@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from skillopt_ci.errors import InputError, ScorerCrash, ScoringError
+from skillopt_ci.core.errors import InputError, ScorerCrash, ScoringError
+from skillopt_ci.core.task import Task
 from skillopt_ci.models.base import Completion, Message, Usage
 from skillopt_ci.scorers import SCORER_NAMES, SCORERS, Score, Scorer, build_scorer, scorer_options
 from skillopt_ci.scorers.judge import fence, parse_verdict
 from skillopt_ci.scorers.match import anls, extract_choice, f1, levenshtein
 from skillopt_ci.scorers.normalize import find_numbers, normalize_text, parse_number, tokens
-from skillopt_ci.task import Task
 
 
 def task(expected=None, input="question?", id="t1", source="eval_suites/x/val.jsonl:12"):
@@ -534,7 +534,7 @@ def test_python_scorer_scoring_error_passes_through(tmp_path):
     write(
         tmp_path,
         "scorer.py",
-        "from skillopt_ci.errors import ScoringError\n\n"
+        "from skillopt_ci.core.errors import ScoringError\n\n"
         "def score(output, task):\n    raise ScoringError('cannot tell')\n",
     )
     with pytest.raises(ScoringError, match="cannot tell"):

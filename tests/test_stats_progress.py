@@ -6,10 +6,8 @@ import io
 
 import pytest
 
-from skillopt_ci.models.base import Usage
-from skillopt_ci.progress import Progress
-from skillopt_ci.records import TaskResult, summarize, task_scores
-from skillopt_ci.stats import (
+from skillopt_ci.core.records import TaskResult, summarize, task_scores
+from skillopt_ci.core.stats import (
     above,
     below,
     detectable_drop,
@@ -19,6 +17,8 @@ from skillopt_ci.stats import (
     t_quantile,
     worst_case_sd,
 )
+from skillopt_ci.engine.progress import Progress
+from skillopt_ci.models.base import Usage
 
 
 @pytest.mark.parametrize(("df", "expected"), [(1, 12.7062), (2, 4.3027), (3, 3.1824), (5, 2.5706),

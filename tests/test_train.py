@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from conftest import run_cli, write_project
+from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.testing import Fault, ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
-from skillopt_ci.train_state import TrainState, stable_history
-from skillopt_ci.yamlfile import schema_validator
+from skillopt_ci.train.state import TrainState, stable_history
 
 SKILL = "skills/ticket-triage/SKILL.md"
 

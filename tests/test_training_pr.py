@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fakes.github import FakeGitHub
 
-from skillopt_ci.edits import Edit
+from skillopt_ci.core.edits import Edit
 from skillopt_ci.github.publisher import Publisher, PublishError
 from skillopt_ci.github.retry import RetryPolicy
 from skillopt_ci.github.training_pr import (
@@ -18,9 +19,8 @@ from skillopt_ci.github.training_pr import (
     git_blob_sha,
     propose_training_pr,
 )
-from skillopt_ci.testing.github import FakeGitHub
-from skillopt_ci.train_pr_body import BODY_LIMIT, render_training_check, render_training_pr
-from skillopt_ci.train_records import AcceptedEdit, SplitComparison, StepPoint, TrainingSummary
+from skillopt_ci.train.pr_body import BODY_LIMIT, render_training_check, render_training_pr
+from skillopt_ci.train.records import AcceptedEdit, SplitComparison, StepPoint, TrainingSummary
 
 SKILL = "skills/ticket-triage/SKILL.md"
 BRANCH = "skillopt/train/ticket-triage"

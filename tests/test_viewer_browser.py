@@ -41,8 +41,8 @@ from test_gate import (
 from test_train import train_project
 
 from conftest import run_cli, write_project
-from skillopt_ci.records import EvalSummary
-from skillopt_ci.report import summary_row
+from skillopt_ci.core.records import EvalSummary
+from skillopt_ci.render.eval_report import summary_row
 from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SimulatedModels
 from skillopt_ci.testing.triage import TriagePolicy

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from skillopt_ci.scaffold import scaffold_files
+from skillopt_ci.inputs.scaffold import scaffold_files
 
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())
 

@@ -24,23 +24,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from skillopt_ci.config import Config, load_config
-from skillopt_ci.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
-from skillopt_ci.evaluation import EvalSession, make_plan, threshold_verdict
-from skillopt_ci.gate import GateReport, resolve_changes, run_gate
-from skillopt_ci.gate_report import render_gate
-from skillopt_ci.git import Git
+from skillopt_ci.core.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
+from skillopt_ci.core.names import run_dir_name
+from skillopt_ci.core.redact import SECRETS
+from skillopt_ci.core.skill import load_skill
+from skillopt_ci.engine.evaluation import EvalSession, make_plan, threshold_verdict
+from skillopt_ci.engine.rundir import write_atomic, write_json_atomic
+from skillopt_ci.gate.git import Git
+from skillopt_ci.gate.report import render_gate
+from skillopt_ci.gate.run import GateReport, resolve_changes, run_gate
 from skillopt_ci.github.publisher import MARKER, Annotation, Publisher, PublishError
 from skillopt_ci.github.runner_files import append_summary, command, write_outputs
 from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env
-from skillopt_ci.markdown import code_span, escape_inline
+from skillopt_ci.inputs.config import Config, load_config
+from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.models.registry import resolve_endpoint
-from skillopt_ci.names import run_dir_name
-from skillopt_ci.redact import SECRETS
-from skillopt_ci.report import score_table
-from skillopt_ci.rundir import write_atomic, write_json_atomic
-from skillopt_ci.skill import load_skill
-from skillopt_ci.suite import load_suite
+from skillopt_ci.render.eval_report import score_table
+from skillopt_ci.render.markdown import code_span, escape_inline
 
 
 @dataclass
@@ -300,11 +300,11 @@ def eval_flow(ctx: Context) -> int:
 def train_flow(ctx: Context) -> int:
     """Nightly training: train each configured skill (or the named ones); when the best skill
     beats the current one on validation and holds on test, open or update its pull request."""
+    from skillopt_ci.core.names import training_branch
     from skillopt_ci.github.training_pr import TrainingPRIncomplete, propose_training_pr
-    from skillopt_ci.names import training_branch
-    from skillopt_ci.train_pr_body import render_training_check, render_training_pr
-    from skillopt_ci.train_report import summary_table
-    from skillopt_ci.training import TrainRequest, run_training
+    from skillopt_ci.train.entry import TrainRequest, run_training
+    from skillopt_ci.train.pr_body import render_training_check, render_training_pr
+    from skillopt_ci.train.report import summary_table
 
     s = ctx.settings
     config = _config(ctx)

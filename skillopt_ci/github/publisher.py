@@ -17,8 +17,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from skillopt_ci.core.redact import redact_args
 from skillopt_ci.github.retry import RetryPolicy, call_with_retry
-from skillopt_ci.redact import redact_args
 
 MARKER = "<!-- skillopt-ci:gate -->"
 CHECK_NAME = "skillopt-ci gate"

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from skillopt_ci.redact import redact, write_command
+from skillopt_ci.core.redact import redact, write_command
 
 SUMMARY_LIMIT = 1024 * 1024 - 1024  # 1 MiB per step, with room for what others append
 

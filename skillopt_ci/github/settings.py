@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillopt_ci.errors import InputError
+from skillopt_ci.core.errors import InputError
 from skillopt_ci.github.retry import RetryPolicy
 
 MODES = ("auto", "gate", "eval", "train")

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from skillopt_ci.core.redact import redact_args
 from skillopt_ci.github.publisher import Publisher, PublishError, explain
 from skillopt_ci.github.retry import RetryPolicy, call_with_retry
-from skillopt_ci.redact import redact_args
 
 CHECK_NAME = "skillopt-ci train"
 LABELS = {

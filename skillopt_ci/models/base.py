@@ -58,7 +58,7 @@ class Completion:
 class Backend(Protocol):
     """A provider adapter. ``complete`` makes exactly one attempt; retries live in one place above.
 
-    It raises :class:`skillopt_ci.errors.ProviderError` (with ``retryable`` set) on failure and
+    It raises :class:`skillopt_ci.core.errors.ProviderError` (with ``retryable`` set) on failure and
     never returns partial text as success.
     """
 

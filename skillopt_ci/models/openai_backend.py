@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from skillopt_ci.errors import ProviderError
+from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.models.base import Completion, Message, Usage
 from skillopt_ci.models.registry import Endpoint
 from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after

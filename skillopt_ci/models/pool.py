@@ -11,10 +11,10 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from skillopt_ci.cache import ResponseCache, cache_key
-from skillopt_ci.config import Config, ModelSpec
-from skillopt_ci.errors import InputError, ProviderError, RuntimeFailure
+from skillopt_ci.core.errors import InputError, ProviderError, RuntimeFailure
+from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.base import Backend, Completion, Message, Usage
+from skillopt_ci.models.cache import ResponseCache, cache_key
 from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
 from skillopt_ci.models.registry import base_url_of, create_backend, resolve_endpoint
 from skillopt_ci.models.retry import BASE_DELAY_S, with_retries

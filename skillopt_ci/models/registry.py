@@ -10,10 +10,10 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from skillopt_ci.config import ModelSpec
-from skillopt_ci.errors import InputError
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.redact import SECRETS
+from skillopt_ci.inputs.config import ModelSpec
 from skillopt_ci.models.base import Backend
-from skillopt_ci.redact import SECRETS
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 KEYLESS = "not-needed"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key but the SDK wants one

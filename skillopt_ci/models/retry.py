@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
-from skillopt_ci.errors import ProviderError
+from skillopt_ci.core.errors import ProviderError
 
 T = TypeVar("T")
 

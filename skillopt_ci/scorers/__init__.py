@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from skillopt_ci.errors import InputError
+from skillopt_ci.core.errors import InputError
 from skillopt_ci.scorers.base import Score, Scorer
 from skillopt_ci.scorers.json_scorer import JsonScorer
 from skillopt_ci.scorers.judge import Judge

@@ -3,9 +3,9 @@
 A scorer turns a model output for one task into a ``Score``. A score is a *measurement*: a
 failed answer is ``value=0`` with feedback, never an exception. Exceptions mean something else:
 
-- :class:`~skillopt_ci.errors.InputError` — the suite is wrong (missing ``expected``, bad option);
-- :class:`~skillopt_ci.errors.ScorerCrash` — user scorer code raised (a bug in the suite);
-- :class:`~skillopt_ci.errors.ScoringError` — no measurement could be made for this output
+- :class:`~skillopt_ci.core.errors.InputError` — the suite is wrong (missing ``expected``, bad option);
+- :class:`~skillopt_ci.core.errors.ScorerCrash` — user scorer code raised (a bug in the suite);
+- :class:`~skillopt_ci.core.errors.ScoringError` — no measurement could be made for this output
   (e.g. every judge verdict was unparseable); recorded as missing data, never as a zero.
 """
 
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from skillopt_ci.errors import InputError
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.task import Task
 from skillopt_ci.models.base import ModelCaller, Usage
 from skillopt_ci.scorers.options import NoOptions, options_to_dict
-from skillopt_ci.task import Task
 
 FEEDBACK_LIMIT = 300
 

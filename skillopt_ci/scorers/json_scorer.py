@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from skillopt_ci.errors import InputError
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.task import Task
 from skillopt_ci.scorers.base import Score, Scorer, clip, quote, require_expected
-from skillopt_ci.task import Task
 
 MODES = ("valid", "schema", "fields")
 _FENCE = re.compile(r"```[ \t]*(?:jsonc?|JSON)?[ \t]*\n(.*?)```", re.DOTALL)

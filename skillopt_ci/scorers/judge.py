@@ -17,11 +17,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from skillopt_ci.errors import InputError, ScoringError
+from skillopt_ci.core.errors import InputError, ScoringError
+from skillopt_ci.core.task import Task
 from skillopt_ci.models.base import Message, ModelCaller, Usage
 from skillopt_ci.prompts.render import load_template, placeholders, render, strip_leading_comment
 from skillopt_ci.scorers.base import Score, Scorer, clip, quote
-from skillopt_ci.task import Task
 
 PLACEHOLDERS = ("rubric", "input", "reference", "output")
 _SCORE_LINE = re.compile(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from skillopt_ci.errors import InputError
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.task import Task
 from skillopt_ci.scorers.base import Score, Scorer, quote, require_expected
 from skillopt_ci.scorers.normalize import parse_number
-from skillopt_ci.task import Task
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import types
 import typing
 from typing import Any
 
-from skillopt_ci.errors import InputError
+from skillopt_ci.core.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)

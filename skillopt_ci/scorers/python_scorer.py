@@ -4,7 +4,7 @@
 The file is imported by path under a unique module name, so two suites may each have a
 ``scorer.py``; ``sys.path`` is not touched, so the file cannot import its neighbours (it may
 import installed packages). The function receives the output string and the
-:class:`~skillopt_ci.task.Task`, and returns one of:
+:class:`~skillopt_ci.core.task.Task`, and returns one of:
 
 - ``bool`` — value 1 or 0;
 - a number in [0, 1] — passed when ``>= pass_threshold``;
@@ -12,9 +12,9 @@ import installed packages). The function receives the output string and the
 - ``{"score" | "value": number, "passed": bool (optional), "feedback": str (optional)}``;
 - a :class:`~skillopt_ci.scorers.base.Score`.
 
-Raising :class:`~skillopt_ci.errors.ScoringError` means "cannot measure this output" (missing
+Raising :class:`~skillopt_ci.core.errors.ScoringError` means "cannot measure this output" (missing
 data). Any other exception, or a return value of another shape, is a bug in the suite:
-:class:`~skillopt_ci.errors.ScorerCrash` naming the file, the line and the task.
+:class:`~skillopt_ci.core.errors.ScorerCrash` naming the file, the line and the task.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillopt_ci.errors import InputError, ScorerCrash, ScoringError
+from skillopt_ci.core.errors import InputError, ScorerCrash, ScoringError
+from skillopt_ci.core.task import Task
 from skillopt_ci.scorers.base import Score, Scorer, clip
-from skillopt_ci.task import Task
 
 
 @dataclass(frozen=True)

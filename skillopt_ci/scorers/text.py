@@ -6,7 +6,8 @@ import functools
 import re
 from dataclasses import dataclass
 
-from skillopt_ci.errors import InputError
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.task import Task
 from skillopt_ci.scorers.base import (
     Score,
     Scorer,
@@ -17,7 +18,6 @@ from skillopt_ci.scorers.base import (
 )
 from skillopt_ci.scorers.match import anls, extract_choice, f1
 from skillopt_ci.scorers.normalize import normalize_text, tokens
-from skillopt_ci.task import Task
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,8 @@ _EXPORTS = {
     "ScriptedRequest": "skillopt_ci.testing.protocols",
     "RecordedCall": "skillopt_ci.testing.server",
     "ScriptedModelServer": "skillopt_ci.testing.server",
-    "FakeGitHub": "skillopt_ci.testing.github",
     "FaultProxy": "skillopt_ci.testing.fault_proxy",
     "Injection": "skillopt_ci.testing.fault_proxy",
-    "RecordedRequest": "skillopt_ci.testing.github",
 }
 
 __all__ = sorted(_EXPORTS)

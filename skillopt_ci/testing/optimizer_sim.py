@@ -39,8 +39,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from skillopt_ci.errors import InputError
-from skillopt_ci.skill import find_protected
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.skill import find_protected
 from skillopt_ci.testing.triage import REFERENCE_SKILL, parse_rules
 
 HEADERS = {

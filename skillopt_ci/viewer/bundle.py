@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from skillopt_ci.errors import InputError
-from skillopt_ci.paths import display_path
-from skillopt_ci.rundir import run_kind
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.paths import display_path
+from skillopt_ci.engine.rundir import run_kind
 
 BUNDLE_SCHEMA_VERSION = 1
 TEXT_CHARS = 4000

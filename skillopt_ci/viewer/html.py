@@ -24,7 +24,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from skillopt_ci.redact import redact
+from skillopt_ci.core.redact import redact
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 PLAIN_LIMIT = 3_000_000  # characters of bundle JSON embedded as is; above, gzip + base64

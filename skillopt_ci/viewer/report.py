@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillopt_ci.rundir import write_atomic
+from skillopt_ci.engine.rundir import write_atomic
 from skillopt_ci.viewer.bundle import build_bundle
 from skillopt_ci.viewer.html import render_report
 

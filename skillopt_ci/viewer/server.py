@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from skillopt_ci.engine.rundir import run_kind
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
-from skillopt_ci.rundir import run_kind
 from skillopt_ci.viewer.bundle import build_bundle, find_runs, train_in_progress
 from skillopt_ci.viewer.html import LIVE_CSP, render_live_page
 

@@ -27,7 +27,7 @@ from torture_checks import (
 )
 
 from conftest import run_cli, write_project
-from skillopt_ci.errors import ProviderError
+from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.models.retry import with_retries
 from skillopt_ci.testing import FaultProxy, Injection, ScriptedModelServer
 from skillopt_ci.testing.triage import TriagePolicy

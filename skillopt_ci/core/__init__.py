@@ -1,0 +1,1 @@
+"""Pure functions over typed records: tasks, skills, edits, results, statistics, comparisons."""

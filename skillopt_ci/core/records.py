@@ -1,0 +1,204 @@
+"""Records of an evaluation: one :class:`TaskResult` per task × repeat, one :class:`EvalSummary`.
+
+Both are versioned (``schema_version``) and have JSON Schemas in ``skillopt_ci/inputs/schemas/``. An
+errored result (provider failure, unparseable judge verdict) is *missing data*: it has no score
+and is left out of every mean, never counted as zero.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from statistics import fmean
+from typing import Any
+
+from skillopt_ci.core.stats import mean_ci
+from skillopt_ci.models.base import Usage
+
+RESULT_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One rollout of one task, scored. ``error`` is ``{"kind", "message"}`` when it failed."""
+
+    task_id: str
+    repeat: int
+    prompt: str
+    output: str | None
+    score: float | None
+    passed: bool | None
+    feedback: str = ""
+    usage: Usage = field(default_factory=Usage)
+    scorer_usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    cached: bool = False
+    finish_reason: str | None = None
+    error: dict[str, str] | None = None
+    expected: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.score is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["usage"] = self.usage.to_dict()
+        data["scorer_usage"] = self.scorer_usage.to_dict()
+        return {"schema_version": RESULT_SCHEMA_VERSION, **data}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskResult:
+        return cls(
+            task_id=str(data["task_id"]),
+            repeat=int(data["repeat"]),
+            prompt=data.get("prompt", ""),
+            output=data.get("output"),
+            score=data.get("score"),
+            passed=data.get("passed"),
+            feedback=data.get("feedback", ""),
+            usage=Usage.from_dict(data.get("usage")),
+            scorer_usage=Usage.from_dict(data.get("scorer_usage")),
+            cost_usd=data.get("cost_usd"),
+            latency_s=float(data.get("latency_s", 0.0)),
+            cached=bool(data.get("cached", False)),
+            finish_reason=data.get("finish_reason"),
+            error=data.get("error"),
+            expected=data.get("expected"),
+        )
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    """A task's repeats averaged. ``mean`` is ``None`` when no repeat produced a measurement."""
+
+    task_id: str
+    mean: float | None
+    pass_rate: float | None
+    n_valid: int
+    n_errors: int
+
+
+def task_scores(results: Iterable[TaskResult], task_ids: Sequence[str]) -> list[TaskScore]:
+    """Average repeats per task, in ``task_ids`` order; errored repeats are skipped."""
+    by_task: dict[str, list[TaskResult]] = defaultdict(list)
+    for r in results:
+        by_task[r.task_id].append(r)
+    out = []
+    for tid in task_ids:
+        rs = by_task.get(tid, [])
+        valid = [r for r in rs if r.ok]
+        out.append(
+            TaskScore(
+                task_id=tid,
+                mean=fmean(r.score for r in valid) if valid else None,  # type: ignore[misc]
+                pass_rate=fmean(1.0 if r.passed else 0.0 for r in valid) if valid else None,
+                n_valid=len(valid),
+                n_errors=len(rs) - len(valid),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class EvalSummary:
+    """The headline of one evaluation. ``complete`` is false when the run stopped early
+    (budget, abort); ``stopped`` then says why."""
+
+    skill: dict[str, Any]
+    suite: dict[str, Any]
+    split: str
+    model: dict[str, Any]
+    repeats: int
+    n_tasks: int
+    n_tasks_scored: int
+    n_results: int
+    n_errors: int
+    mean: float | None
+    ci95: tuple[float, float] | None
+    pass_rate: float | None
+    coverage: float
+    input_tokens: int
+    output_tokens: int
+    scorer_input_tokens: int
+    scorer_output_tokens: int
+    cost_usd: float | None
+    spent_usd: float | None
+    cache_hits: int
+    wall_time_s: float
+    complete: bool = True
+    stopped: str | None = None
+    shard: str | None = None
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+    tool_version: str = ""
+    missing_tasks: list[str] = field(default_factory=list)  # of a merge whose shards were not all given
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ci95"] = list(self.ci95) if self.ci95 else None
+        return {"schema_version": SUMMARY_SCHEMA_VERSION, "kind": "eval", **data}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalSummary:
+        fields = {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
+        fields["ci95"] = tuple(data["ci95"]) if data.get("ci95") else None
+        return cls(**fields)
+
+
+def summarize(
+    results: Sequence[TaskResult],
+    task_ids: Sequence[str],
+    *,
+    skill: dict[str, Any],
+    suite: dict[str, Any],
+    split: str,
+    model: dict[str, Any],
+    repeats: int,
+    wall_time_s: float,
+    complete: bool = True,
+    stopped: str | None = None,
+    shard: str | None = None,
+    tool_version: str = "",
+) -> EvalSummary:
+    """Aggregate results into a summary. Pure: the same results give the same summary."""
+    scores = task_scores(results, task_ids)
+    means = [s.mean for s in scores if s.mean is not None]
+    passes = [s.pass_rate for s in scores if s.pass_rate is not None]
+    costs = [r.cost_usd for r in results if r.error is None or r.output is not None]
+    cost_known = all(c is not None for c in costs)
+    errors_by_kind: dict[str, int] = defaultdict(int)
+    for r in results:
+        if r.error:
+            errors_by_kind[r.error.get("kind", "error")] += 1
+    spent = [r.cost_usd for r in results if not r.cached and r.output is not None]
+    return EvalSummary(
+        skill=skill,
+        suite=suite,
+        split=split,
+        model=model,
+        repeats=repeats,
+        n_tasks=len(task_ids),
+        n_tasks_scored=len(means),
+        n_results=len(results),
+        n_errors=sum(1 for r in results if not r.ok),
+        mean=fmean(means) if means else None,
+        ci95=mean_ci(means),
+        pass_rate=fmean(passes) if passes else None,
+        coverage=len(means) / len(task_ids) if task_ids else 0.0,
+        input_tokens=sum(r.usage.input_tokens or 0 for r in results),
+        output_tokens=sum(r.usage.output_tokens or 0 for r in results),
+        scorer_input_tokens=sum(r.scorer_usage.input_tokens or 0 for r in results),
+        scorer_output_tokens=sum(r.scorer_usage.output_tokens or 0 for r in results),
+        cost_usd=round(sum(c for c in costs if c is not None), 6) if cost_known else None,
+        spent_usd=round(sum(c for c in spent if c is not None), 6) if all(c is not None for c in spent) else None,
+        cache_hits=sum(1 for r in results if r.cached),
+        wall_time_s=round(wall_time_s, 3),
+        complete=complete,
+        stopped=stopped,
+        shard=shard,
+        errors_by_kind=dict(errors_by_kind),
+        tool_version=tool_version,
+    )

@@ -1,0 +1,1 @@
+"""Skill × tasks × repeats: the runner, evaluations, run directories, locks, merging shards."""

@@ -1,0 +1,284 @@
+"""The eval runner: skill × tasks × repeats with bounded concurrency, resumable, never crashing on
+a failed rollout.
+
+Contract:
+- A provider failure (after retries) or an unparseable judge verdict becomes an *errored* result
+  (missing data), not an exception. Too many of them abort the run with :class:`RuntimeFailure`.
+- A scorer that raises (:class:`ScorerCrash`) aborts the run: it is a bug in the suite.
+- Each result is appended to the run directory as it finishes (one ``O_APPEND`` write of one
+  line), so a killed run loses only the rollouts in flight; on resume, finished task × repeat
+  pairs are skipped and errored ones are tried again.
+- Budgets (tokens, dollars, wall time) stop the launch of new rollouts; the summary then says
+  ``complete: false`` and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillopt_ci import __version__
+from skillopt_ci.core.errors import ProviderError, RuntimeFailure, ScoringError
+from skillopt_ci.core.records import EvalSummary, TaskResult, summarize
+from skillopt_ci.core.skill import Skill
+from skillopt_ci.core.task import Task
+from skillopt_ci.engine.progress import Progress
+from skillopt_ci.engine.rundir import RunDir
+from skillopt_ci.inputs.config import Budgets
+from skillopt_ci.inputs.suite import Suite
+from skillopt_ci.models.base import Message, Usage
+from skillopt_ci.models.pool import ModelPool
+from skillopt_ci.scorers import Scorer
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """What to evaluate: a skill on some tasks of a suite split, each ``repeats`` times."""
+
+    skill: Skill
+    suite: Suite
+    split: str
+    tasks: tuple[Task, ...]
+    repeats: int
+    shard: str | None = None
+    sample_offset: int = 0  # repeat r is model sample ``sample_offset + r`` (fresh samples per epoch)
+    split_task_ids: tuple[str, ...] = ()  # every task of the split, not only this shard's (for merge)
+
+    def manifest(self, model: dict[str, Any]) -> dict[str, Any]:
+        """What run.json records. A shard also records every task of its split, so ``merge`` can
+        tell a missing shard from a complete set."""
+        data = {
+            "sample_offset": self.sample_offset,
+            "kind": "eval",
+            "skill_hash": self.skill.hash,
+            "suite_hash": self.suite.hash,
+            "split": self.split,
+            "repeats": self.repeats,
+            "model": model,
+            "shard": self.shard,
+            "task_ids": [t.id for t in self.tasks],
+        }
+        if self.shard:
+            data["split_task_ids"] = list(self.split_task_ids)
+        return data
+
+
+@dataclass(frozen=True)
+class ErrorPolicy:
+    max_error_rate: float = 0.5
+    min_attempts: int = 10
+
+
+@dataclass
+class EvalOutcome:
+    summary: EvalSummary
+    results: list[TaskResult]
+    run_dir: Path
+
+
+def chat_messages(skill: Skill, prompt: str) -> list[Message]:
+    """The ``chat`` environment: the skill body is the system message, the prompt the user turn."""
+    system = skill.body.strip()
+    user = Message("user", prompt)
+    return [Message("system", system), user] if system else [user]
+
+
+def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float) -> str | None:
+    """Which budget, if any, is used up."""
+    spent = pool.total_spend()
+    tokens = (spent.usage.input_tokens or 0) + (spent.usage.output_tokens or 0)
+    if budgets.max_tokens is not None and tokens >= budgets.max_tokens:
+        return f"token budget reached ({tokens} of {budgets.max_tokens})"
+    if budgets.max_dollars is not None and spent.cost_usd >= budgets.max_dollars:
+        return f"dollar budget reached (${spent.cost_usd:.4f} of ${budgets.max_dollars})"
+    if budgets.max_wall_seconds is not None and elapsed >= budgets.max_wall_seconds:
+        return f"wall-time budget reached ({elapsed:.0f}s of {budgets.max_wall_seconds}s)"
+    return None
+
+
+async def rollout(plan: EvalPlan, task: Task, repeat: int, prompt: str, pool: ModelPool, scorer: Scorer) -> TaskResult:
+    """Run one task once and score it. Provider and scoring failures become errored results."""
+    messages = chat_messages(plan.skill, prompt)
+    try:
+        completion = await pool.complete("target", messages, sample_index=plan.sample_offset + repeat)
+    except ProviderError as exc:
+        return TaskResult(task.id, repeat, prompt, None, None, None, error={"kind": exc.kind, "message": exc.message},
+                          expected=task.expected)
+    base = dict(
+        task_id=task.id,
+        repeat=repeat,
+        prompt=prompt,
+        expected=task.expected,
+        output=completion.text,
+        usage=completion.usage,
+        latency_s=round(completion.latency_s, 4),
+        cached=completion.cached,
+        finish_reason=completion.finish_reason,
+    )
+    try:
+        score = await scorer.ascore(completion.text, task, pool)
+    except ScoringError as exc:
+        spent = exc.usage if isinstance(exc.usage, Usage) else Usage()
+        return TaskResult(score=None, passed=None, cost_usd=completion.cost_usd, scorer_usage=spent,
+                          error={"kind": "scoring", "message": str(exc)[:500]}, **base)
+    except ProviderError as exc:
+        return TaskResult(score=None, passed=None, cost_usd=completion.cost_usd,
+                          error={"kind": f"scorer_{exc.kind}", "message": exc.message}, **base)
+    cost = completion.cost_usd
+    if (score.usage.input_tokens or 0) + (score.usage.output_tokens or 0) > 0:
+        judge_cost = pool.cost("judge", score.usage)
+        cost = None if cost is None or judge_cost is None else cost + judge_cost
+    return TaskResult(score=score.value, passed=score.passed, feedback=score.feedback, scorer_usage=score.usage,
+                      cost_usd=None if cost is None else round(cost, 8), **base)
+
+
+async def evaluate(
+    plan: EvalPlan,
+    pool: ModelPool,
+    scorer: Scorer,
+    run: RunDir,
+    *,
+    budgets: Budgets | None = None,
+    errors: ErrorPolicy | None = None,
+    progress: Progress | None = None,
+    fresh: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+    stop_when: Callable[[Mapping[tuple[str, int], TaskResult]], str | None] | None = None,
+) -> EvalOutcome:
+    """Evaluate ``plan`` into ``run``. See the module docstring for the contract.
+
+    ``stop_when`` sees every result so far (resumed ones included) before the first launch and
+    after each new result; when it returns a reason, rollouts in flight are cancelled, nothing
+    more is launched, and the summary says ``complete: false`` with that reason (early rejection
+    of a training candidate that can no longer win).
+    """
+    started = clock()
+    budgets = budgets or Budgets()
+    errors = errors or ErrorPolicy()
+    model = pool.spec("target").to_dict()
+    previous = run.open(plan.manifest(model), fresh=fresh)
+    latest = {(r.task_id, r.repeat): r for r in previous}
+    todo = [(t, k) for t in plan.tasks for k in range(plan.repeats) if not (latest.get((t.id, k)) and latest[(t.id, k)].ok)]
+    progress = progress or Progress(len(todo), plan.skill.name, enabled=False)
+    log = run.result_log()
+    prompts: dict[str, str] = {}
+    attempts = failures = 0
+    stop: list[str] = []
+    queue = iter(todo)
+    workers: list[asyncio.Future[None]] = []
+    if stop_when is not None and (reason := stop_when(latest)):
+        stop.append(reason)
+
+    def halt_others() -> None:
+        current = asyncio.current_task()
+        for w in workers:
+            if w is not current:
+                w.cancel()
+
+    async def worker() -> None:
+        nonlocal attempts, failures
+        for task, repeat in queue:
+            if stop:
+                return
+            reason = budget_stop(pool, budgets, clock() - started)
+            if reason:
+                stop.append(reason)
+                return
+            prompt = prompts.get(task.id)
+            if prompt is None:
+                prompt = prompts[task.id] = plan.suite.render_prompt(task)
+            result = await rollout(plan, task, repeat, prompt, pool, scorer)
+            latest[(task.id, repeat)] = result
+            log.append(result)
+            progress.advance(error=not result.ok)
+            attempts += 1
+            failures += not result.ok
+            if attempts >= errors.min_attempts and failures / attempts > errors.max_error_rate:
+                halt_others()
+                raise RuntimeFailure(_abort_message(failures, attempts, latest.values()),
+                                     hint=_abort_hint(pool, latest.values(), _kept(run, latest.values())))
+            if stop_when is not None and not stop and (reason := stop_when(latest)):
+                stop.append(reason)
+                halt_others()
+                return
+
+    if not stop:
+        workers += [asyncio.ensure_future(worker()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
+    try:
+        outcomes = await asyncio.gather(*workers, return_exceptions=True)
+        failed = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)]
+        if failed:
+            raise failed[0]
+    except BaseException:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        log.close()
+        progress.close()
+        if _kept(run, latest.values()) is None:
+            run.discard()
+        raise
+    log.close()
+    progress.close()
+    order = {t.id: i for i, t in enumerate(plan.tasks)}
+    results = sorted(latest.values(), key=lambda r: (order.get(r.task_id, len(order)), r.repeat))
+    summary = summarize(
+        results,
+        [t.id for t in plan.tasks],
+        skill={"name": plan.skill.name, "path": plan.skill.path, "hash": plan.skill.hash, "tokens": plan.skill.tokens},
+        suite={"name": plan.suite.name, "path": plan.suite.display, "hash": plan.suite.hash},
+        split=plan.split,
+        model=model,
+        repeats=plan.repeats,
+        wall_time_s=clock() - started,
+        complete=not stop,
+        stopped=stop[0] if stop else None,
+        shard=plan.shard,
+        tool_version=__version__,
+    )
+    return EvalOutcome(summary=summary, results=results, run_dir=run.path)
+
+
+def _kept(run: RunDir, results: Any) -> Path | None:
+    """Where an aborted run's results stay: a directory this process created is removed when
+    nothing in it was measured (a training step re-creates it on resume, possibly for another
+    candidate); then the abort message itself must carry the errors."""
+    return run.path if not run.created or any(r.ok for r in results) else None
+
+
+def _abort_message(failures: int, attempts: int, results: Any) -> str:
+    """The count of each error kind and the first error itself, so the line alone says what went wrong."""
+    errors = [r.error for r in results if r.error]
+    counts: dict[str, int] = {}
+    for e in errors:
+        counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    text = f"aborted after {failures} of {attempts} rollouts failed ({kinds})"
+    if errors:
+        message = " ".join(str(errors[0]["message"]).split())
+        text += f"; first error: {errors[0]['kind']}: {message[:300]}"
+    return text
+
+
+def _abort_hint(pool: ModelPool, results: Any, kept: Path | None) -> str:
+    kinds = {r.error["kind"] for r in results if r.error}
+    spec = pool.spec("target")
+    if kinds & {"connection", "timeout"}:
+        where = spec.base_url or f"the {spec.provider} endpoint"
+        return f"check that {where} is reachable (models.target.base_url or the provider's *_BASE_URL variable)"
+    if "auth" in kinds:
+        return "check the API key for models.target"
+    if "rate_limit" in kinds:
+        return "lower concurrency in skillopt.yml or raise models.target.max_retries"
+    if kinds == {"replay_miss"}:
+        return "record the answers first with --cache read-write; replay-only never calls the model"
+    if kept is not None:
+        return f"every error is in {kept / 'results.jsonl'}; re-running the same command retries the failed rollouts"
+    if "malformed" in kinds:
+        where = spec.base_url or f"the {spec.provider} endpoint"
+        return f"{where} did not answer like a model API (a web page or a proxy?): check models.target.base_url"
+    return "nothing was measured, so no run directory is kept; re-running the same command tries again"

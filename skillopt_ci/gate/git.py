@@ -1,0 +1,104 @@
+"""Git, through the real ``git`` command (subprocess, argument lists: nothing goes through a shell).
+
+The gate reads the base version of a file with ``git show REF:path``: it never checks out the base,
+so the working tree (and the head version) are never touched.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from skillopt_ci.core.errors import InputError, RuntimeFailure
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One path changed between two commits. ``status`` is git's letter: A, M, D, R, C, T."""
+
+    status: str
+    path: str
+    old_path: str | None = None
+
+
+class Git:
+    """A repository at ``root`` (any directory inside the work tree)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        try:
+            proc = subprocess.run(["git", *args], cwd=self.root, capture_output=True, timeout=120)
+        except FileNotFoundError:
+            raise RuntimeFailure("git is not installed or not on PATH") from None
+        except subprocess.TimeoutExpired:
+            raise RuntimeFailure(f"git {' '.join(args[:2])} timed out") from None
+        if check and proc.returncode != 0:
+            message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise RuntimeFailure(f"git {args[0]} failed: {message[-1] if message else proc.returncode}")
+        return proc
+
+    def top_level(self) -> Path:
+        proc = self._run("rev-parse", "--show-toplevel", check=False)
+        if proc.returncode != 0:
+            raise InputError("not a git repository (nor inside one)", where=str(self.root),
+                             hint="run the gate from a clone; in Actions, use actions/checkout with fetch-depth: 0")
+        return Path(proc.stdout.decode().strip())
+
+    def resolve(self, ref: str) -> str:
+        """The commit sha of ``ref``. Unknown refs are an input error (exit 2)."""
+        if ref.startswith("-"):
+            raise InputError(f"invalid git ref {ref!r}")
+        proc = self._run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+        if proc.returncode != 0:
+            raise InputError(
+                f"unknown git ref {ref!r}",
+                hint="fetch it first (actions/checkout with fetch-depth: 0, or git fetch origin <branch>)",
+            )
+        return proc.stdout.decode().strip()
+
+    def merge_base(self, a: str, b: str) -> str:
+        proc = self._run("merge-base", a, b, check=False)
+        if proc.returncode != 0:
+            raise InputError(f"{a[:12]} and {b[:12]} have no common ancestor",
+                             hint="fetch the full history (fetch-depth: 0)")
+        return proc.stdout.decode().strip()
+
+    def changed_files(self, base: str, head: str) -> list[FileChange]:
+        """Paths that differ between two commits, with renames detected."""
+        return self._diff(base, head)
+
+    def worktree_changes(self, base: str) -> list[FileChange]:
+        """Paths that differ between ``base`` and the working tree, untracked files included."""
+        changes = self._diff(base)
+        untracked = self._run("ls-files", "--others", "--exclude-standard", "-z").stdout.decode("utf-8", "replace")
+        known = {c.path for c in changes}
+        changes += [FileChange("A", p) for p in untracked.split("\0") if p and p not in known]
+        return changes
+
+    def _diff(self, *refs: str) -> list[FileChange]:
+        out = self._run("diff", "--name-status", "-M", "-z", *refs, "--").stdout.decode("utf-8", "replace")
+        fields = out.split("\0")
+        changes: list[FileChange] = []
+        i = 0
+        while i < len(fields) and fields[i]:
+            status = fields[i][0]
+            if status in "RC":
+                changes.append(FileChange(status, fields[i + 2], fields[i + 1]))
+                i += 3
+            else:
+                changes.append(FileChange(status, fields[i + 1]))
+                i += 2
+        return changes
+
+    def show(self, ref: str, path: str) -> str | None:
+        """The text of ``path`` at ``ref``; ``None`` when the file does not exist there."""
+        proc = self._run("show", f"{ref}:{path}", check=False)
+        if proc.returncode != 0:
+            return None
+        return proc.stdout.decode("utf-8", "replace")
+
+    def exists(self, ref: str, path: str) -> bool:
+        return self._run("cat-file", "-e", f"{ref}:{path}", check=False).returncode == 0

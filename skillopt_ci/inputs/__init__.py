@@ -1,0 +1,1 @@
+"""Files in, validated: the config, suites, skills on disk, JSON Schemas, the example project."""

@@ -1,0 +1,290 @@
+"""``skillopt.yml``: YAML → JSON Schema validation → one typed, frozen config object.
+
+Paths in the config are relative to the config file's directory. Secrets never live in the
+config; keys come from environment variables (see :mod:`skillopt_ci.models.registry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.names import NAME_RULE, name_problem
+from skillopt_ci.core.redact import strip_userinfo
+from skillopt_ci.inputs.yamlfile import Problem, YamlDoc, load_yaml, schema_problems
+
+CONFIG_NAME = "skillopt.yml"
+ROLES = ("target", "optimizer", "judge")
+CACHE_MODES = ("read-write", "refresh", "off", "replay-only")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model by role. ``params`` are sent with every call."""
+
+    role: str
+    provider: str
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_version: str | None = None
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    timeout: float = 120.0
+    max_retries: int = 4
+    max_retry_wait: float = 300.0  # seconds; caps every wait between retries, Retry-After included
+
+    @classmethod
+    def from_dict(cls, role: str, data: Mapping[str, Any]) -> ModelSpec:
+        return cls(
+            role=role,
+            provider=data["provider"],
+            model=data["model"],
+            base_url=data.get("base_url"),
+            api_key_env=data.get("api_key_env"),
+            api_version=data.get("api_version"),
+            params=MappingProxyType(dict(data.get("params") or {})),
+            timeout=float(data.get("timeout", 120.0)),
+            max_retries=int(data.get("max_retries", 4)),
+            max_retry_wait=float(data.get("max_retry_wait", 300.0)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but secrets: keys are only named, never stored, and user-info in the base URL
+        (``https://user:password@host``) is left out."""
+        out: dict[str, Any] = {"provider": self.provider, "model": self.model, "params": dict(self.params)}
+        for key in ("base_url", "api_key_env", "api_version"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        if "base_url" in out:
+            out["base_url"] = strip_userinfo(out["base_url"])
+        return out
+
+
+@dataclass(frozen=True)
+class SkillEntry:
+    name: str
+    path: Path
+    suite: Path
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    mode: str = "read-write"
+    path: Path = Path(".skillopt/cache.sqlite")
+
+
+@dataclass(frozen=True)
+class Budgets:
+    max_tokens: int | None = None
+    max_dollars: float | None = None
+    max_wall_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Sizes above which inputs get a warning (``limits:``), in estimated tokens."""
+
+    skill_tokens: int = 8000
+    prompt_tokens: int = 8000
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    """The ``gate:`` section. See config.schema.json for what each field means."""
+
+    split: str = "val"
+    repeats: int | None = None
+    margin: float = 0.0
+    detect: float | None = None  # the drop the gate should be able to see (validate warns if not)
+    confidence: float = 0.95
+    min_coverage: float = 0.8
+    min_score: float | None = None
+    fail_on: tuple[str, ...] = ("regressed",)
+    override_label: str = "skillopt:allow-regression"
+    resamples: int = 2000
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GatePolicy:
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if "fail_on" in values:
+            values["fail_on"] = tuple(values["fail_on"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TrainPolicy:
+    """The ``train:`` section. See config.schema.json for what each field means."""
+
+    epochs: int = 2
+    batch_size: int = 8
+    group_size: int = 8
+    max_edits_per_reflection: int = 3
+    budget_schedule: str = "cosine"
+    budget_start: int = 4
+    budget_end: int = 2
+    min_gain: float = 0.0
+    repeats: int | None = None
+    max_edit_chars: int = 800
+    max_skill_tokens: int = 4000
+    slow_update: bool = True
+    meta_skill: bool = True
+    early_stop: bool = True
+    credit_assignment: bool = True
+    test_margin: float = 0.05
+    seed: int = 0
+    labels: tuple[str, ...] = ("skillopt", "automated")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainPolicy:
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        budget = data.get("edit_budget") or {}
+        for key in ("schedule", "start", "end"):
+            if key in budget:
+                values[f"budget_{key}"] = budget[key]
+        if "labels" in values:
+            values["labels"] = tuple(values["labels"])
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items()}
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path
+    file: str
+    models: Mapping[str, ModelSpec]
+    skills: tuple[SkillEntry, ...] = ()
+    concurrency: int = 8
+    cache: CacheSettings = CacheSettings()
+    runs_dir: Path = Path(".skillopt/runs")
+    budgets: Budgets = Budgets()
+    limits: Limits = Limits()
+    pricing: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
+    max_error_rate: float = 0.5
+    min_attempts: int = 10
+    gate: GatePolicy = GatePolicy()
+    train: TrainPolicy = TrainPolicy()
+
+    def skill(self, name: str) -> SkillEntry | None:
+        for entry in self.skills:
+            if entry.name == name:
+                return entry
+        return None
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """``skillopt.yml`` in ``start`` (default: the working directory) or its nearest ancestor."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path, display: str | None = None) -> Config:
+    """Load and validate a config file. Raises :class:`InputError` on the first problem
+    (``skillopt-ci validate`` lists them all)."""
+    config, problems = check_config(path, display)
+    if problems:
+        more = f"; {len(problems) - 1} more problem(s): run skillopt-ci validate" if len(problems) > 1 else ""
+        raise problems[0].to_error(hint=f"fix the config{more}")
+    assert config is not None
+    return config
+
+
+def check_config(path: Path, display: str | None = None) -> tuple[Config | None, list[Problem]]:
+    """Validate a config file and return it with every problem found (empty when valid)."""
+    doc = load_yaml(path, display or str(path))
+    return config_from_doc(doc, path.resolve().parent)
+
+
+def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Problem]]:
+    if doc.data is None:
+        return None, [Problem(doc.file, "is empty; run skillopt-ci init for an example")]
+    problems = schema_problems(doc, "config.schema.json")
+    if problems:
+        return None, problems
+    data: dict[str, Any] = doc.data
+    models = {role: ModelSpec.from_dict(role, spec) for role, spec in data["models"].items()}
+    skills: list[SkillEntry] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(data.get("skills") or []):
+        skill_path = root / item["path"]
+        suite_path = root / item["suite"]
+        if not skill_path.exists():
+            problems.append(doc.problem(("skills", i, "path"), f"no such file {item['path']!r}"))
+        elif skill_path.is_dir() and not (skill_path / "SKILL.md").is_file():
+            problems.append(doc.problem(("skills", i, "path"), f"{item['path']!r} is a folder without SKILL.md"))
+        if not suite_path.is_dir():
+            problems.append(doc.problem(("skills", i, "suite"), f"no such directory {item['suite']!r}"))
+        elif not (suite_path / "suite.yaml").is_file():
+            problems.append(doc.problem(("skills", i, "suite"), f"{item['suite']!r} has no suite.yaml"))
+        name = item.get("name") or _default_skill_name(skill_path)
+        unsafe = name_problem(name)
+        if unsafe:
+            where, origin = (("skills", i, "name"), "") if item.get("name") else (("skills", i, "path"), " (taken from the path)")
+            problems.append(doc.problem(where, f"skill name {name!r:.80}{origin} {unsafe}: skill names become branch "
+                                               f"and directory names, so {NAME_RULE}; set name:"))
+        elif name.lower() in seen:
+            other = seen[name.lower()]
+            problems.append(doc.problem(("skills", i), f"skill name {name!r} is used twice (also skills[{other}]; "
+                                                       "names differing only in case count as the same); set name:"))
+        seen.setdefault(name.lower(), i)
+        if skill_path.is_dir():
+            skill_path = skill_path / "SKILL.md"
+        skills.append(SkillEntry(name=name, path=skill_path, suite=suite_path))
+    cache = data.get("cache") or {}
+    budgets = data.get("budgets") or {}
+    run_eval = data.get("eval") or {}
+    limits = data.get("limits") or {}
+    # An unquoted `mode: off` is the boolean false in YAML 1.1; it means what it says.
+    cache_mode = "off" if cache.get("mode") is False else cache.get("mode", "read-write")
+    config = Config(
+        root=root,
+        file=doc.file,
+        models=MappingProxyType(models),
+        skills=tuple(skills),
+        concurrency=int(data.get("concurrency", 8)),
+        cache=CacheSettings(mode=cache_mode, path=root / cache.get("path", ".skillopt/cache.sqlite")),
+        runs_dir=root / data.get("runs_dir", ".skillopt/runs"),
+        budgets=Budgets(
+            max_tokens=budgets.get("max_tokens"),
+            max_dollars=budgets.get("max_dollars"),
+            max_wall_seconds=budgets.get("max_wall_seconds"),
+        ),
+        limits=Limits(**limits),
+        pricing=MappingProxyType({k: MappingProxyType(v) for k, v in (data.get("pricing") or {}).items()}),
+        max_error_rate=float(run_eval.get("max_error_rate", 0.5)),
+        min_attempts=int(run_eval.get("min_attempts", 10)),
+        gate=GatePolicy.from_dict(data.get("gate") or {}),
+        train=TrainPolicy.from_dict(data.get("train") or {}),
+    )
+    return config, problems
+
+
+def _default_skill_name(path: Path) -> str:
+    """The front matter name if readable, else the folder of a SKILL.md, else the file stem."""
+    from skillopt_ci.core.skill import load_skill
+
+    try:
+        return load_skill(path).name
+    except InputError:
+        return path.parent.name if path.name.upper() == "SKILL.MD" else path.stem
+
+
+def default_config(root: Path, model: ModelSpec) -> Config:
+    """A config for ad-hoc use without ``skillopt.yml`` (``eval --model provider:name``)."""
+    return Config(
+        root=root,
+        file="(command line)",
+        models=MappingProxyType({"target": model}),
+        cache=CacheSettings(path=root / ".skillopt/cache.sqlite"),
+        runs_dir=root / ".skillopt/runs",
+    )

@@ -1,0 +1,220 @@
+"""Eval suites: ``suite.yaml`` plus task splits (``train``, ``val``, ``test``).
+
+Loading is strict: every task has an id, ids are unique within the suite (an id in two splits is
+leakage, an error), every ``{{ placeholder }}`` of the prompt resolves for every task, and a bad
+line is named by file and line number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.task import Task
+from skillopt_ci.inputs.yamlfile import Problem, load_yaml, schema_problems
+
+SPLITS = ("train", "val", "test")
+DEFAULT_PROMPT = "{{ input }}"
+PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}")
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A loaded suite. ``splits`` maps split name to its tasks in file order."""
+
+    name: str
+    path: Path
+    display: str
+    prompt: str
+    scorer: Mapping[str, Any]
+    splits: Mapping[str, tuple[Task, ...]]
+    hash: str
+    environment: str = "chat"
+    repeats: int = 1
+    description: str = ""
+    split_files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def tasks(self, split: str) -> tuple[Task, ...]:
+        if split not in self.splits:
+            have = ", ".join(self.splits) or "none"
+            raise InputError(
+                f"suite {self.name!r} has no {split!r} split (splits found: {have})",
+                where=self.display,
+                hint=f"add {split}.jsonl to the suite directory or choose another --split",
+            )
+        return self.splits[split]
+
+    def render_prompt(self, task: Task) -> str:
+        return render_template(self.prompt, task)
+
+
+def render_template(template: str, task: Task) -> str:
+    """Replace each ``{{ path }}`` with the task's field; non-strings are written as JSON."""
+
+    def value(match: re.Match[str]) -> str:
+        found = task.get(match.group(1))
+        return found if isinstance(found, str) else json.dumps(found, ensure_ascii=False)
+
+    return PLACEHOLDER_RE.sub(value, template)
+
+
+def load_suite(path: Path, display: str | None = None) -> Suite:
+    """Load a suite directory. Raises :class:`InputError` on the first problem."""
+    suite, problems = check_suite(path, display)
+    if problems:
+        more = f"; {len(problems) - 1} more problem(s): run skillopt-ci validate" if len(problems) > 1 else ""
+        raise problems[0].to_error(hint=f"fix the suite{more}" if more else None)
+    assert suite is not None
+    return suite
+
+
+def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, list[Problem]]:
+    """Load a suite and return every problem found (empty when it is valid)."""
+    shown = display or str(path)
+    if not path.is_dir():
+        return None, [Problem(shown, "suite directory not found")]
+    yaml_file = path / "suite.yaml"
+    if not yaml_file.is_file():
+        return None, [Problem(shown, "no suite.yaml in the suite directory")]
+    doc = load_yaml(yaml_file, f"{shown}/suite.yaml")
+    if not isinstance(doc.data, dict):
+        return None, [Problem(doc.file, "must be a YAML mapping with at least a scorer")]
+    problems = schema_problems(doc, "suite.schema.json")
+    schema_ok = not problems
+    data: dict[str, Any] = doc.data
+    # Even when suite.yaml has schema problems, read the tasks so that every problem is listed.
+    prompt = data.get("prompt") if isinstance(data.get("prompt"), str) else DEFAULT_PROMPT
+    env = data.get("environment", "chat")
+    env = env.get("type", "chat") if isinstance(env, dict) else env
+    declared = data.get("splits") if isinstance(data.get("splits"), dict) else {}
+
+    files = _split_files(path, declared, shown, problems)
+    splits: dict[str, tuple[Task, ...]] = {}
+    first_seen: dict[str, tuple[str, str]] = {}
+    for split, file in files.items():
+        before = len(problems)
+        tasks = _read_tasks(file, f"{shown}/{file.name}", problems)
+        if not tasks and len(problems) == before:
+            # eval, gate and train refuse an empty split; say so here too (validate lists it).
+            problems.append(Problem(f"{shown}/{file.name}", f"the {split!r} split has no tasks; add tasks or delete the file"))
+        for task in tasks:
+            if task.id in first_seen:
+                other_split, other_source = first_seen[task.id]
+                kind = "duplicate id" if other_split == split else f"leakage: also in the {other_split} split"
+                problems.append(Problem(task.source, f"task id {task.id!r} is also at {other_source} ({kind})"))
+            else:
+                first_seen[task.id] = (split, task.source)
+            for placeholder in PLACEHOLDER_RE.findall(prompt):
+                try:
+                    task.get(placeholder)
+                except KeyError:
+                    problems.append(
+                        Problem(task.source, f"prompt placeholder {{{{ {placeholder} }}}} has no value in task {task.id!r}")
+                    )
+        splits[split] = tasks
+    if not files and not problems:
+        problems.append(Problem(shown, "no split files found (expected train/val/test .jsonl or .json)"))
+    if not schema_ok:
+        return None, problems
+    suite = Suite(
+        name=data.get("name") or path.name,
+        path=path,
+        display=shown,
+        prompt=prompt,
+        scorer=MappingProxyType(dict(data["scorer"])),
+        splits=MappingProxyType(splits),
+        hash=suite_hash(path, files),
+        environment=env,
+        repeats=int(data.get("repeats", 1)),
+        description=data.get("description", ""),
+        split_files=MappingProxyType({k: f"{shown}/{v.name}" for k, v in files.items()}),
+    )
+    return suite, problems
+
+
+def _split_files(path: Path, declared: dict[str, str], shown: str, problems: list[Problem]) -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    for split in SPLITS:
+        if isinstance(declared.get(split), str):
+            candidate = path / declared[split]
+            if not candidate.is_file():
+                problems.append(Problem(f"{shown}/suite.yaml", f"no such file {declared[split]!r}", f"splits.{split}"))
+                continue
+            files[split] = candidate
+            continue
+        found = [path / f"{split}{ext}" for ext in (".jsonl", ".json") if (path / f"{split}{ext}").is_file()]
+        if len(found) > 1:
+            problems.append(Problem(shown, f"both {split}.jsonl and {split}.json exist; keep one"))
+        if found:
+            files[split] = found[0]
+    return files
+
+
+def _read_tasks(file: Path, shown: str, problems: list[Problem]) -> tuple[Task, ...]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(Problem(shown, f"not UTF-8 text (byte {exc.start})"))
+        return ()
+    records: list[tuple[str, Any]] = []
+    if file.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(f"{shown}:{exc.lineno}", f"not valid JSON: {exc.msg}"))
+            return ()
+        if not isinstance(data, list):
+            problems.append(Problem(shown, "a .json split must hold a list of task objects"))
+            return ()
+        records = [(f"{shown}[{i}]", item) for i, item in enumerate(data)]
+    else:
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append((f"{shown}:{lineno}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                problems.append(Problem(f"{shown}:{lineno}", f"not valid JSON: {exc.msg} (column {exc.colno})"))
+    tasks = []
+    for source, item in records:
+        task = _task(item, source, problems)
+        if task is not None:
+            tasks.append(task)
+    return tuple(tasks)
+
+
+def _task(item: Any, source: str, problems: list[Problem]) -> Task | None:
+    if not isinstance(item, dict):
+        problems.append(Problem(source, f"a task must be a JSON object, got {type(item).__name__}"))
+        return None
+    task_id = item.get("id")
+    if isinstance(task_id, bool) or not isinstance(task_id, (str, int)) or str(task_id).strip() == "":
+        problems.append(Problem(source, "task has no \"id\" (a non-empty string or integer)"))
+        return None
+    if "input" not in item:
+        problems.append(Problem(source, f"task {task_id!r} has no \"input\""))
+        return None
+    metadata = item.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        problems.append(Problem(source, f"task {task_id!r}: \"metadata\" must be an object"))
+        metadata = {}
+    return Task(
+        id=str(task_id), input=item["input"], expected=item.get("expected"), metadata=metadata, fields=item, source=source
+    )
+
+
+def suite_hash(path: Path, split_files: Mapping[str, Path]) -> str:
+    """sha256 over suite.yaml, the split files and any Python scorer code in the directory."""
+    digest = hashlib.sha256()
+    parts = [path / "suite.yaml", *split_files.values(), *sorted(path.glob("*.py"))]
+    for part in sorted(set(parts)):
+        digest.update(part.name.encode() + b"\0")
+        digest.update(part.read_bytes() + b"\0")
+    return digest.hexdigest()

@@ -1,0 +1,151 @@
+"""Response cache in SQLite, keyed by provider, model, parameters, messages and sample index.
+
+The sample index is part of the key so that repeats are real repeats, not copies of the first
+sample. Modes: ``read-write`` (default), ``refresh`` (never read, always write), ``off``, and
+``replay-only`` (read; a miss is an error, for fully deterministic CI).
+
+Safe with concurrent writers: WAL journal, a busy timeout, and ``INSERT OR REPLACE`` so two
+processes recording the same key both succeed. Schema changes go through numbered migrations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.inputs.writable import check_file
+from skillopt_ci.models.base import Completion, Message, Usage
+
+MODES = ("read-write", "refresh", "off", "replay-only")
+
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE responses (
+        key TEXT PRIMARY KEY,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        text TEXT NOT NULL,
+        finish_reason TEXT,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        latency_s REAL NOT NULL,
+        created_at REAL NOT NULL
+    )
+    """,
+)
+
+
+def cache_key(
+    provider: str, model: str, params: Mapping[str, Any], messages: Sequence[Message], sample_index: int
+) -> str:
+    """Stable sha256 of everything that determines a response."""
+    payload = {
+        "provider": provider,
+        "model": model,
+        "params": dict(params),
+        "messages": [[m.role, m.content] for m in messages],
+        "sample": sample_index,
+    }
+    canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """A handle on the cache file. Use from one thread (the event loop); open one per process."""
+
+    def __init__(self, path: Path, mode: str = "read-write"):
+        if mode not in MODES:
+            raise InputError(f"unknown cache mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
+        self.path = path
+        self.mode = mode
+        self.hits = 0
+        self.misses = 0
+        self._db: sqlite3.Connection | None = None
+        if mode != "off":
+            self._db = self._open(path)
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        elsewhere = "set cache.path in skillopt.yml to a file in a writable place, or pass --cache off"
+        try:
+            check_file(path, "cache.path")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except InputError as exc:
+            raise InputError(exc.message, where=str(path), hint=elsewhere) from None
+        except OSError as exc:
+            raise InputError(f"cannot create the directory for cache.path: {exc.strerror}", where=str(path),
+                             hint=elsewhere) from None
+        try:
+            db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for number, statement in enumerate(_MIGRATIONS[version:], start=version + 1):
+                db.execute("BEGIN IMMEDIATE")
+                current = db.execute("PRAGMA user_version").fetchone()[0]
+                if current < number:  # another process may have migrated meanwhile
+                    db.execute(statement)
+                    db.execute(f"PRAGMA user_version={number}")
+                db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if "unable to open" in str(exc) or "readonly" in str(exc):  # a path problem, not a bad file
+                raise InputError(f"cannot open the response cache for writing: {exc}", where=str(path),
+                                 hint=elsewhere) from None
+            raise InputError(
+                f"cannot open the response cache: {exc}", where=str(path), hint="delete the file or set cache.mode: off"
+            ) from None
+        return db
+
+    @property
+    def readable(self) -> bool:
+        return self.mode in ("read-write", "replay-only")
+
+    @property
+    def writable(self) -> bool:
+        return self.mode in ("read-write", "refresh")
+
+    def get(self, key: str) -> Completion | None:
+        if self._db is None or not self.readable:
+            return None
+        row = self._db.execute(
+            "SELECT text, finish_reason, input_tokens, output_tokens, latency_s FROM responses WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return Completion(text=row[0], finish_reason=row[1], usage=Usage(row[2], row[3]), latency_s=row[4], cached=True)
+
+    def put(self, key: str, provider: str, model: str, completion: Completion) -> None:
+        if self._db is None or not self.writable:
+            return
+        self._db.execute(
+            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                key,
+                provider,
+                model,
+                completion.text,
+                completion.finish_reason,
+                completion.usage.input_tokens,
+                completion.usage.output_tokens,
+                completion.latency_s,
+                time.time(),
+            ),
+        )
+
+    def count(self) -> int:
+        if self._db is None:
+            return 0
+        return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

@@ -1,0 +1,1 @@
+"""Pure renderers: markdown helpers and the eval report."""

@@ -1,0 +1,87 @@
+"""Rendering eval results: the terminal table and ``report.md``. Pure functions of records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tabulate import tabulate
+
+from skillopt_ci.core.records import EvalSummary, TaskResult
+from skillopt_ci.render.markdown import code_span, escape_inline
+
+MAX_LISTED_FAILURES = 25
+
+
+def fmt_score(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def fmt_ci(ci: tuple[float, float] | None) -> str:
+    return "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def fmt_cost(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"${value:.4f}" if value < 10 else f"${value:,.2f}"
+
+
+def fmt_pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def summary_row(s: EvalSummary) -> dict[str, str]:
+    return {
+        "skill": s.skill["name"],
+        "split": s.split + (f" (shard {s.shard})" if s.shard else ""),
+        "tasks": f"{s.n_tasks_scored}/{s.n_tasks}" if s.n_tasks_scored != s.n_tasks else str(s.n_tasks),
+        "score (95% CI)": fmt_score(s.mean) + fmt_ci(s.ci95),
+        "pass rate": fmt_pct(s.pass_rate),
+        "errors": str(s.n_errors),
+        "tokens": f"{s.input_tokens + s.output_tokens + s.scorer_input_tokens + s.scorer_output_tokens:,}",
+        "cost": fmt_cost(s.cost_usd),
+        "time": f"{s.wall_time_s:.1f}s",
+    }
+
+
+def score_table(summaries: Sequence[EvalSummary], fmt: str = "simple") -> str:
+    """The score table printed by ``eval`` (``fmt="github"`` for markdown)."""
+    rows = [summary_row(s) for s in summaries]
+    return tabulate(rows, headers="keys", tablefmt=fmt, disable_numparse=True)
+
+
+def eval_report(summary: EvalSummary, results: Sequence[TaskResult], *, threshold: float | None = None) -> str:
+    """``report.md`` for one eval: the score table, what ran, then failing and errored tasks."""
+    s = summary
+    lines = [f"# skillopt-ci eval: {escape_inline(s.skill['name'])} on {escape_inline(s.suite['name'])}/{s.split}", ""]
+    lines += [score_table([s], "github"), ""]
+    model = s.model
+    lines.append(
+        f"Model {code_span(model['provider'])} / {code_span(model['model'])} · repeats {s.repeats} · "
+        f"skill `{s.skill['hash'][:12]}` ({s.skill['tokens']} tokens) · suite `{s.suite['hash'][:12]}` · "
+        f"cache hits {s.cache_hits}/{s.n_results}"
+    )
+    if threshold is not None:
+        verdict = "passed" if s.mean is not None and s.mean >= threshold else "failed"
+        lines += ["", f"Threshold {threshold:.3f}: **{verdict}**."]
+    if not s.complete:
+        lines += ["", f"**Incomplete run:** {escape_inline(s.stopped or 'stopped early')}. Re-run the same command to resume."]
+    if s.errors_by_kind:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(s.errors_by_kind.items()))
+        lines += ["", f"Errored rollouts are missing data, left out of the score: {kinds}."]
+    failed = [r for r in results if r.ok and not r.passed]
+    errored = [r for r in results if not r.ok]
+    for title, rows in (("Failed tasks", failed), ("Errored rollouts", errored)):
+        if not rows:
+            continue
+        lines += ["", f"<details><summary>{title} ({len(rows)})</summary>", "", "| task | repeat | output | feedback |",
+                  "| --- | --- | --- | --- |"]
+        for r in rows[:MAX_LISTED_FAILURES]:
+            detail = r.feedback if r.ok else f"{r.error['kind']}: {r.error['message']}" if r.error else ""
+            lines.append(
+                f"| {escape_inline(r.task_id, 60)} | {r.repeat} | {escape_inline(r.output or '', 120)} | {escape_inline(detail, 200)} |"
+            )
+        if len(rows) > MAX_LISTED_FAILURES:
+            lines.append(f"\n… and {len(rows) - MAX_LISTED_FAILURES} more in results.jsonl.")
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,147 @@
+"""``train`` end to end: check the inputs, open (or resume) the run directory, train, report.
+
+Every input problem — an unknown skill, an empty train or val split, no optimizer model, a skill
+with no room under the token cap, a missing key — is found before the run directory exists.
+Re-running the same command resumes the run; ``--fresh`` starts over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from skillopt_ci.core.errors import InputError, RuntimeFailure
+from skillopt_ci.core.names import run_dir_name
+from skillopt_ci.core.paths import display_path
+from skillopt_ci.core.skill import Skill, load_skill
+from skillopt_ci.engine.evaluation import EvalSession, make_plan
+from skillopt_ci.engine.rundir import RunDir, write_atomic, write_json_atomic
+from skillopt_ci.engine.runlock import RunLock
+from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
+from skillopt_ci.inputs.suite import Suite, load_suite
+from skillopt_ci.train.records import TrainingSummary
+from skillopt_ci.train.report import build_summary, render_train_report
+from skillopt_ci.train.state import TrainState
+from skillopt_ci.train.trainer import Trainer
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    skill: str
+    out: Path | None = None
+    fresh: bool = False
+    epochs: int | None = None
+    batch_size: int | None = None
+    max_tokens: int | None = None
+    max_dollars: float | None = None
+    max_wall_seconds: float | None = None
+    cache_mode: str | None = None
+    wait: bool = False  # queue behind another process writing to the same run directory
+
+
+@dataclass
+class TrainOutcome:
+    summary: TrainingSummary
+    run_dir: Path
+    baseline_text: str
+    best_text: str
+    entry: SkillEntry
+
+
+def _policy(config: Config, request: TrainRequest) -> TrainPolicy:
+    changes = {k: v for k, v in (("epochs", request.epochs), ("batch_size", request.batch_size)) if v is not None}
+    return replace(config.train, **changes)
+
+
+def _budgets(config: Config, request: TrainRequest) -> Budgets:
+    b = config.budgets
+    return Budgets(
+        max_tokens=request.max_tokens if request.max_tokens is not None else b.max_tokens,
+        max_dollars=request.max_dollars if request.max_dollars is not None else b.max_dollars,
+        max_wall_seconds=request.max_wall_seconds if request.max_wall_seconds is not None else b.max_wall_seconds,
+    )
+
+
+def prepare(config: Config, request: TrainRequest) -> tuple[SkillEntry, Skill, Suite, TrainPolicy]:
+    """Find and check everything training needs; raises :class:`InputError` (exit 2)."""
+    entry = config.skill(request.skill)
+    if entry is None:
+        known = ", ".join(e.name for e in config.skills) or "none"
+        raise InputError(f"no configured skill named {request.skill!r}", where=config.file,
+                         hint=f"configured skills: {known}")
+    if "optimizer" not in config.models:
+        raise InputError("training needs an optimizer model", where=f"{config.file}: models.optimizer",
+                         hint="add models.optimizer with a provider and a model")
+    skill = load_skill(entry.path, display=display_path(entry.path))
+    suite = load_suite(entry.suite, display=display_path(entry.suite))
+    for split in ("train", "val"):
+        if not suite.tasks(split):
+            raise InputError(f"the {split!r} split has no tasks; training needs both train and val",
+                             where=suite.split_files.get(split, suite.display))
+    policy = _policy(config, request)
+    if skill.tokens >= policy.max_skill_tokens:
+        raise InputError(
+            f"the skill has about {skill.tokens} tokens and train.max_skill_tokens is {policy.max_skill_tokens}: "
+            "no room for any edit", where=skill.path, hint="raise train.max_skill_tokens or shorten the skill")
+    return entry, skill, suite, policy
+
+
+def manifest(config: Config, skill: Skill, suite: Suite, policy: TrainPolicy) -> dict[str, Any]:
+    return {
+        "kind": "train",
+        "skill_hash": skill.hash,
+        "suite_hash": suite.hash,
+        "policy": policy.to_dict(),
+        "gate": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(config.gate).items()},
+        "models": {role: spec.to_dict() for role, spec in sorted(config.models.items())},
+    }
+
+
+def default_run_dir(config: Config, skill: Skill, ident: dict[str, Any]) -> Path:
+    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
+    return config.runs_dir / run_dir_name("train", skill.name, key)
+
+
+def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], None] = print,
+                 session_options: dict[str, Any] | None = None) -> TrainOutcome:
+    """Train one configured skill. Raises :class:`InputError` (2) or :class:`RuntimeFailure` (3)."""
+    entry, skill, suite, policy = prepare(config, request)
+    ident = manifest(config, skill, suite, policy)
+    run_dir = request.out or default_run_dir(config, skill, ident)
+    options = {"cache_mode": request.cache_mode, "wait": request.wait, **(session_options or {})}
+    with RunLock(run_dir, wait=request.wait), EvalSession(config, **options) as session:
+        session.check(suite, make_plan(skill, suite, "val", policy.repeats), _budgets(config, request))
+        session.pool.check_credentials("optimizer")
+        run = RunDir(run_dir)
+        run.open(ident, fresh=request.fresh)
+        write_json_atomic(run_dir / "config.json", {**ident, "budgets": vars(_budgets(config, request)),
+                                                    "concurrency": config.concurrency, "cache": config.cache.mode})
+        state = TrainState.load(run_dir) or TrainState()
+        if state.phase == "done":
+            log(f"{display_path(run_dir)} is already complete: reusing its result (pass --fresh to train again)")
+        elif state.phase != "baseline" or state.versions:
+            log(f"resuming {display_path(run_dir)} at {state.phase} (epoch {state.epoch}, step {state.step})")
+        trainer = Trainer(config, entry, skill, suite, session, run_dir, policy=policy,
+                          budgets=_budgets(config, request), log=log)
+        try:
+            state = trainer.run(state)
+        finally:
+            if state.versions:
+                _write_outputs(trainer, state, run_dir)
+    if not state.versions:
+        raise RuntimeFailure(f"nothing could be evaluated: {state.stopped or 'stopped'}", where=str(run_dir),
+                             hint="raise the budget and re-run the same command to resume")
+    summary = TrainingSummary.from_dict(json.loads((run_dir / "summary.json").read_text()))
+    best_text = (run_dir / "best_skill.md").read_text(encoding="utf-8")
+    return TrainOutcome(summary, run_dir, skill.text, best_text, entry)
+
+
+def _write_outputs(trainer: Trainer, state: TrainState, run_dir: Path) -> None:
+    summary = build_summary(trainer, state)
+    write_atomic(run_dir / "best_skill.md", trainer.skill_text(state.incumbent))
+    write_json_atomic(run_dir / "summary.json", summary.to_dict())
+    write_atomic(run_dir / "report.md", render_train_report(summary, state))

@@ -1,0 +1,1 @@
+"""Test doubles that no user needs: the stateful fake GitHub."""
