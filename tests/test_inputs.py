@@ -238,3 +238,13 @@ def test_token_estimate_is_plausible():
     # ~1.3 tokens per English word on common tokenizers
     text = "Read the ticket and the customer's plan, then decide its category and its priority."
     assert 14 <= estimate_tokens(text) <= 24
+
+
+def test_cache_modes_are_defined_once_and_match_the_schema():
+    from skillopt_ci.core.cache_modes import CACHE_MODES
+
+    schema = json.loads((REPO / "skillopt_ci/inputs/schemas/config.schema.json").read_text())
+    enum = schema["properties"]["cache"]["properties"]["mode"]["enum"]
+    assert tuple(m for m in enum if m is not False) == CACHE_MODES
+    eval_help = run_cli("eval", "--help", env={"COLUMNS": "200"}).out
+    assert "[" + "|".join(CACHE_MODES) + "]" in eval_help

@@ -19,7 +19,6 @@ from skillopt_ci.inputs.yamlfile import Problem, YamlDoc, load_yaml, schema_prob
 
 CONFIG_NAME = "skillopt.yml"
 ROLES = ("target", "optimizer", "judge")
-CACHE_MODES = ("read-write", "refresh", "off", "replay-only")
 
 
 @dataclass(frozen=True)

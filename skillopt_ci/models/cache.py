@@ -18,11 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.inputs.writable import check_file
 from skillopt_ci.models.base import Completion, Message, Usage
-
-MODES = ("read-write", "refresh", "off", "replay-only")
 
 _MIGRATIONS: tuple[str, ...] = (
     """
@@ -60,8 +59,8 @@ class ResponseCache:
     """A handle on the cache file. Use from one thread (the event loop); open one per process."""
 
     def __init__(self, path: Path, mode: str = "read-write"):
-        if mode not in MODES:
-            raise InputError(f"unknown cache mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
+        if mode not in CACHE_MODES:
+            raise InputError(f"unknown cache mode {mode!r}", hint=f"use one of: {', '.join(CACHE_MODES)}")
         self.path = path
         self.mode = mode
         self.hits = 0
