@@ -370,7 +370,7 @@ def _outside_code_blocks(markdown: str) -> str:
 def test_comment_stays_under_githubs_limit():
     from skillopt_ci.core.records import TaskResult, summarize
     from skillopt_ci.gate.report import render_gate
-    from skillopt_ci.gate.run import GateReport, SkillChange, decide
+    from skillopt_ci.gate.verdict import GateReport, SkillChange, decide
     from skillopt_ci.inputs.config import GatePolicy
 
     def side(score: float) -> list[TaskResult]:

@@ -23,7 +23,7 @@ from skillopt_ci.core.compare import ComparePolicy, Comparison, compare_results,
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.stats import detectable_drop
 from skillopt_ci.gate.report import render_gate, terminal_table
-from skillopt_ci.gate.run import GateReport, SkillChange, SkillVerdict
+from skillopt_ci.gate.verdict import GateReport, SkillChange, SkillVerdict
 from skillopt_ci.inputs.config import GatePolicy
 from skillopt_ci.inputs.yamlfile import schema_validator
 

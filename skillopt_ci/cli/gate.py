@@ -114,8 +114,9 @@ def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple
     """Evaluate base and head of every changed skill on held-out tasks; exit 1 on a regression."""
     from skillopt_ci.core.shard import parse_shard
     from skillopt_ci.engine.runlock import RunLock
+    from skillopt_ci.gate.changes import default_base_ref
     from skillopt_ci.gate.git import Git
-    from skillopt_ci.gate.run import default_base_ref, run_gate
+    from skillopt_ci.gate.run import run_gate
     from skillopt_ci.gate.run_names import gate_run_dir
 
     config = _with_gate(load_project_config(state), split, repeats)

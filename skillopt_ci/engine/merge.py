@@ -30,7 +30,7 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import EvalSummary, TaskResult, summarize
 from skillopt_ci.core.shard import Shard, parse_shard
 from skillopt_ci.engine.rundir import MANIFEST, RunDir, run_kind, write_json_atomic
-from skillopt_ci.gate.run import GateReport, SkillVerdict, decide, new_skill_verdict
+from skillopt_ci.gate.verdict import GateReport, SkillVerdict, decide, new_skill_verdict
 
 IDENTITY = ("kind", "skill_hash", "suite_hash", "split", "repeats", "model")
 

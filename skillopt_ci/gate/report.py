@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from skillopt_ci.gate.run import WORKTREE, GateReport, SkillVerdict, TaskExample
+from skillopt_ci.gate.verdict import WORKTREE, GateReport, SkillVerdict, TaskExample
 from skillopt_ci.render.eval_report import fmt_cost, fmt_score
 from skillopt_ci.render.markdown import code_block, code_span, escape_inline
 

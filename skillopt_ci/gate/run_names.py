@@ -20,8 +20,8 @@ from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.paths import display_path
 from skillopt_ci.core.shard import Shard
 from skillopt_ci.core.skill import load_skill
+from skillopt_ci.gate.changes import resolve_changes
 from skillopt_ci.gate.git import Git
-from skillopt_ci.gate.run import resolve_changes
 from skillopt_ci.inputs.config import Config
 from skillopt_ci.inputs.suite import load_suite
 

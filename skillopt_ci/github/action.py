@@ -30,9 +30,11 @@ from skillopt_ci.core.redact import SECRETS
 from skillopt_ci.core.skill import load_skill
 from skillopt_ci.engine.evaluation import EvalSession, make_plan, threshold_verdict
 from skillopt_ci.engine.rundir import write_atomic, write_json_atomic
+from skillopt_ci.gate.changes import resolve_changes
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.report import render_gate
-from skillopt_ci.gate.run import GateReport, resolve_changes, run_gate
+from skillopt_ci.gate.run import run_gate
+from skillopt_ci.gate.verdict import GateReport
 from skillopt_ci.github.publisher import MARKER, Annotation, Publisher, PublishError
 from skillopt_ci.github.runner_files import append_summary, command, write_outputs
 from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env

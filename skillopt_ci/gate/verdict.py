@@ -1,0 +1,210 @@
+"""The gate's records and decisions, pure: one :class:`SkillVerdict` per changed skill, the
+:class:`GateReport` that ``gate.json`` holds, and :func:`decide`, which turns both sides' results
+into a verdict under the gate policy. No git, no files, no model calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillopt_ci import __version__
+from skillopt_ci.core.compare import ComparePolicy, Comparison, compare_results
+from skillopt_ci.core.records import EvalSummary, TaskResult
+from skillopt_ci.core.stats import below
+from skillopt_ci.inputs.config import GatePolicy
+
+GATE_SCHEMA_VERSION = 1
+MAX_LISTED_TASKS = 10
+WORKTREE = "WORKTREE"
+
+
+@dataclass(frozen=True)
+class SkillChange:
+    """A configured skill touched by the change. ``status``: modified, added, deleted or
+    suite-changed. Paths are relative to the repository root."""
+
+    name: str
+    path: str
+    suite: str
+    status: str
+    base_path: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskExample:
+    """A task whose score dropped, for the report: what went in, what was expected, both answers."""
+
+    task_id: str
+    delta: float
+    input: Any
+    expected: Any
+    base_output: str | None
+    head_output: str | None
+
+
+@dataclass
+class SkillVerdict:
+    change: SkillChange
+    verdict: str  # improved | regressed | unchanged | inconclusive | new | deleted
+    failed: bool
+    reason: str
+    task_ids: tuple[str, ...] = ()
+    comparison: Comparison | None = None
+    base: EvalSummary | None = None
+    head: EvalSummary | None = None
+    regressed_tasks: list[TaskExample] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()  # the head skill's soft Agent Skills deviations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.change.name,
+            "path": self.change.path,
+            "suite": self.change.suite,
+            "status": self.change.status,
+            "base_path": self.change.base_path,
+            "verdict": self.verdict,
+            "failed": self.failed,
+            "reason": self.reason,
+            "task_ids": list(self.task_ids),
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "base": self.base.to_dict() if self.base else None,
+            "head": self.head.to_dict() if self.head else None,
+            "regressed_tasks": [vars(t) for t in self.regressed_tasks],
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SkillVerdict:
+        change = SkillChange(data["name"], data["path"], data["suite"], data["status"], data.get("base_path"))
+        return cls(
+            change=change,
+            verdict=data["verdict"],
+            failed=data["failed"],
+            reason=data["reason"],
+            task_ids=tuple(data.get("task_ids") or ()),
+            comparison=Comparison.from_dict(data["comparison"]) if data.get("comparison") else None,
+            base=EvalSummary.from_dict(data["base"]) if data.get("base") else None,
+            head=EvalSummary.from_dict(data["head"]) if data.get("head") else None,
+            regressed_tasks=[TaskExample(**t) for t in data.get("regressed_tasks") or []],
+            warnings=tuple(data.get("warnings") or ()),
+        )
+
+
+@dataclass
+class GateReport:
+    base_ref: str
+    head_ref: str
+    base_sha: str
+    head_sha: str
+    merge_base: str
+    policy: GatePolicy
+    skills: list[SkillVerdict]
+    shard: str | None = None
+    overridden: bool = False
+    mode: str = "gate"  # or "compare": two skill files, refs are their paths, shas their content hashes
+
+    @property
+    def failed(self) -> bool:
+        return any(s.failed for s in self.skills)
+
+    @property
+    def verdict(self) -> str:
+        """One word for the whole gate: failed, inconclusive, passed, or skipped (nothing to do)."""
+        if self.failed:
+            return "overridden" if self.overridden else "failed"
+        if not any(s.verdict != "deleted" for s in self.skills):
+            return "skipped"
+        if any(s.verdict == "inconclusive" for s in self.skills):
+            return "inconclusive"
+        return "passed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": GATE_SCHEMA_VERSION,
+            "kind": "gate",
+            "mode": self.mode,
+            "base_ref": self.base_ref,
+            "head_ref": self.head_ref,
+            "base_sha": self.base_sha,
+            "head_sha": self.head_sha,
+            "merge_base": self.merge_base,
+            "policy": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self.policy).items()},
+            "shard": self.shard,
+            "verdict": self.verdict,
+            "failed": self.failed,
+            "overridden": self.overridden,
+            "skills": [s.to_dict() for s in self.skills],
+            "tool_version": __version__,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GateReport:
+        return cls(
+            base_ref=data["base_ref"],
+            head_ref=data["head_ref"],
+            base_sha=data["base_sha"],
+            head_sha=data["head_sha"],
+            merge_base=data["merge_base"],
+            policy=GatePolicy.from_dict(data["policy"]),
+            skills=[SkillVerdict.from_dict(s) for s in data["skills"]],
+            shard=data.get("shard"),
+            overridden=data.get("overridden", False),
+            mode=data.get("mode", "gate"),
+        )
+
+
+def new_skill_verdict(change: SkillChange, head: EvalSummary, policy: GatePolicy,
+                      all_ids: tuple[str, ...]) -> SkillVerdict:
+    change = SkillChange(change.name, change.path, change.suite, "added")
+    if not head.complete or head.coverage < policy.min_coverage:
+        # A partial run (a missing shard, a budget) cannot vouch for a new skill's score.
+        why = head.stopped or f"only {head.n_tasks_scored} of {head.n_tasks} tasks were measured"
+        return SkillVerdict(change, "inconclusive", "inconclusive" in policy.fail_on, f"new skill: {why}", all_ids,
+                            head=head)
+    failed, reason = _below_minimum(head, policy)
+    return SkillVerdict(change, "new", failed, reason or "new skill: evaluated alone", all_ids, head=head)
+
+
+def _below_minimum(head: EvalSummary, policy: GatePolicy) -> tuple[bool, str | None]:
+    if policy.min_score is None or head.mean is None:
+        return False, None
+    if below(head.mean, policy.min_score):
+        return True, f"head score {head.mean:.3f} is below the minimum {policy.min_score:.3f}"
+    return False, None
+
+
+def decide(change: SkillChange, base_results: Sequence[TaskResult], head_results: Sequence[TaskResult],
+           task_ids: Sequence[str], policy: GatePolicy, base: EvalSummary, head: EvalSummary,
+           all_ids: tuple[str, ...]) -> SkillVerdict:
+    """The verdict for one skill from both sides' results. Pure."""
+    comparison = compare_results(
+        base_results, head_results, task_ids,
+        ComparePolicy.from_gate(policy),
+    )
+    failed = comparison.verdict in policy.fail_on
+    reason = comparison.reason
+    low, why = _below_minimum(head, policy)
+    if low:
+        failed, reason = True, f"{why}; {reason}"
+    return SkillVerdict(change, comparison.verdict, failed, reason, all_ids, comparison, base, head,
+                        regressed_examples(comparison, base_results, head_results))
+
+
+def regressed_examples(comparison: Comparison, base: Sequence[TaskResult],
+                       head: Sequence[TaskResult]) -> list[TaskExample]:
+    """The tasks that lost the most, worst first, with one answer from each side."""
+    def first_output(results: Sequence[TaskResult], task_id: str) -> tuple[str | None, Any, str]:
+        for r in results:
+            if r.task_id == task_id and r.ok:
+                return r.output, r.expected, r.prompt
+        return None, None, ""
+
+    worst = sorted((t for t in comparison.tasks if t.delta is not None and below(t.delta, 0.0)), key=lambda t: t.delta)
+    examples = []
+    for t in worst[:MAX_LISTED_TASKS]:
+        base_out, expected, prompt = first_output(base, t.task_id)
+        head_out, _, _ = first_output(head, t.task_id)
+        examples.append(TaskExample(t.task_id, round(t.delta, 4), prompt, expected, base_out, head_out))
+    return examples
