@@ -15,6 +15,7 @@ import pytest
 from skillopt_ci.core.edits import Edit
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.skill import load_skill
+from skillopt_ci.core.template import placeholders, render
 from skillopt_ci.engine.runner import chat_messages
 from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.inputs.scaffold import example_path
@@ -23,7 +24,7 @@ from skillopt_ci.inputs.yamlfile import load_schema
 from skillopt_ci.models.base import Usage
 from skillopt_ci.models.cache import ResponseCache
 from skillopt_ci.models.pool import ModelPool
-from skillopt_ci.prompts.render import load_template, placeholders, render
+from skillopt_ci.prompts.render import load_template
 from skillopt_ci.scorers import build_scorer
 from skillopt_ci.testing import Fault, ScriptedModelServer, ScriptedReply
 from skillopt_ci.testing.optimizer_sim import HARMFUL_RULES, REFERENCE_RULES, OptimizerSim, norm
@@ -518,7 +519,7 @@ def test_templates_state_the_format_and_are_recognised_by_the_sim(name):
     assert template.splitlines()[0] in HEADERS
     assert "```json" in template and "{{" in template and "<!--\nUser message" not in template
     if name.startswith("reflect"):
-        assert {"skill", "trajectories", "buffer", "meta_skill", "max_edits", "count"} == placeholders(template)
+        assert {"skill", "trajectories", "buffer", "meta_skill", "max_edits", "count"} == set(placeholders(template))
         assert "Propose at most {{max_edits}} edits" in template and "protected" in template
         assert '"op"' in template and '"anchor"' in template and '"rationale"' in template
 

@@ -11,9 +11,10 @@ import pytest
 
 from skillopt_ci.core.errors import InputError, ScorerCrash, ScoringError
 from skillopt_ci.core.task import Task
+from skillopt_ci.core.text import fence
 from skillopt_ci.models.base import Completion, Message, Usage
 from skillopt_ci.scorers import SCORER_NAMES, SCORERS, Score, Scorer, build_scorer, scorer_options
-from skillopt_ci.scorers.judge import fence, parse_verdict
+from skillopt_ci.scorers.judge import parse_verdict
 from skillopt_ci.scorers.match import anls, extract_choice, f1, levenshtein
 from skillopt_ci.scorers.normalize import find_numbers, normalize_text, parse_number, tokens
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +17,11 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
+from skillopt_ci.core.template import fill, placeholders
 from skillopt_ci.inputs.yamlfile import Problem, load_yaml, schema_problems
 
 SPLITS = ("train", "val", "test")
 DEFAULT_PROMPT = "{{ input }}"
-PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}")
 
 
 @dataclass(frozen=True)
@@ -58,11 +57,11 @@ class Suite:
 def render_template(template: str, task: Task) -> str:
     """Replace each ``{{ path }}`` with the task's field; non-strings are written as JSON."""
 
-    def value(match: re.Match[str]) -> str:
-        found = task.get(match.group(1))
+    def value(path: str) -> str:
+        found = task.get(path)
         return found if isinstance(found, str) else json.dumps(found, ensure_ascii=False)
 
-    return PLACEHOLDER_RE.sub(value, template)
+    return fill(template, value)
 
 
 def load_suite(path: Path, display: str | None = None) -> Suite:
@@ -111,7 +110,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
                 problems.append(Problem(task.source, f"task id {task.id!r} is also at {other_source} ({kind})"))
             else:
                 first_seen[task.id] = (split, task.source)
-            for placeholder in PLACEHOLDER_RE.findall(prompt):
+            for placeholder in placeholders(prompt):
                 try:
                     task.get(placeholder)
                 except KeyError:

@@ -7,7 +7,7 @@ Keys are read only from environment variables (the standard ones, or the one nam
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from skillopt_ci.core.errors import InputError
@@ -88,9 +88,6 @@ def base_url_of(spec: ModelSpec, env: Mapping[str, str] | None = None) -> str | 
     variable = {"openai": "OPENAI_BASE_URL", "openai-compatible": "OPENAI_BASE_URL",
                 "anthropic": "ANTHROPIC_BASE_URL", "azure-openai": "AZURE_OPENAI_ENDPOINT"}.get(spec.provider)
     return spec.base_url or (env.get(variable, "").strip() if variable else "") or None
-
-
-BackendFactory = Callable[[Endpoint, ModelSpec], Backend]
 
 
 def create_backend(spec: ModelSpec, env: Mapping[str, str] | None = None) -> Backend:

@@ -1,8 +1,8 @@
-"""Prompt templates shipped in this folder: load them and fill their ``{{name}}`` placeholders.
+"""Prompt templates shipped in this folder: load them and fill their ``{{name}}`` placeholders
+(with the one renderer, :mod:`skillopt_ci.core.template`).
 
 A template may start with an HTML comment documenting its placeholders; it is removed before the
-prompt is sent. Filling is one pass: text inserted for a placeholder is never expanded again, so
-untrusted text that happens to contain ``{{...}}`` stays as it is.
+prompt is sent.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
 
-PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+from skillopt_ci.core.template import render
+
 _LEADING_COMMENT = re.compile(r"\A\s*<!--.*?-->\s*", re.DOTALL)
 
 
@@ -27,18 +28,6 @@ def load_template(name: str) -> str:
     return strip_leading_comment((files("skillopt_ci") / "prompts" / name).read_text(encoding="utf-8"))
 
 
-def placeholders(template: str) -> set[str]:
-    return set(PLACEHOLDER.findall(template))
-
-
-def render(template: str, values: Mapping[str, object]) -> str:
-    """Fill every placeholder; a placeholder without a value is a ``KeyError`` naming it (a bug
-    in the template or its caller, not an input problem). Extra values are ignored."""
-    missing = placeholders(template) - set(values)
-    if missing:
-        raise KeyError(f"no value for template placeholder(s) {sorted(missing)}")
-    return PLACEHOLDER.sub(lambda m: str(values[m[1]]), template)
-
-
 def render_template(name: str, values: Mapping[str, object]) -> str:
+    """The shipped template ``name`` filled by :func:`skillopt_ci.core.template.render`."""
     return render(load_template(name), values)

@@ -18,21 +18,11 @@ from typing import Any, ClassVar
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
+from skillopt_ci.core.text import clip, quote
 from skillopt_ci.models.base import ModelCaller, Usage
 from skillopt_ci.scorers.options import NoOptions, options_to_dict
 
 FEEDBACK_LIMIT = 300
-
-
-def clip(text: str, limit: int = 60) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def quote(text: Any, limit: int = 60) -> str:
-    """A short double-quoted snippet for feedback: ``"Paris"``."""
-    return '"' + clip(str(text), limit) + '"'
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
-from skillopt_ci.scorers.base import Score, Scorer, clip, quote, require_expected
+from skillopt_ci.core.text import clip, quote
+from skillopt_ci.scorers.base import Score, Scorer, require_expected
 
 MODES = ("valid", "schema", "fields")
 _FENCE = re.compile(r"```[ \t]*(?:jsonc?|JSON)?[ \t]*\n(.*?)```", re.DOTALL)

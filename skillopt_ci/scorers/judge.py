@@ -19,9 +19,11 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError, ScoringError
 from skillopt_ci.core.task import Task
+from skillopt_ci.core.template import placeholders, render
+from skillopt_ci.core.text import as_text, clip, fence, quote
 from skillopt_ci.models.base import Message, ModelCaller, Usage
-from skillopt_ci.prompts.render import load_template, placeholders, render, strip_leading_comment
-from skillopt_ci.scorers.base import Score, Scorer, clip, quote
+from skillopt_ci.prompts.render import load_template, strip_leading_comment
+from skillopt_ci.scorers.base import Score, Scorer
 
 PLACEHOLDERS = ("rubric", "input", "reference", "output")
 _SCORE_LINE = re.compile(
@@ -40,19 +42,6 @@ _PASS_FAIL = re.compile(
 
 def default_template() -> str:
     return load_template("judge.md")
-
-
-def fence(text: str) -> str:
-    """``text`` in a backtick fence that no backtick run inside it can close."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    bar = "`" * max(3, longest + 1)
-    return f"{bar}text\n{text}\n{bar}"
-
-
-def as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, indent=2)
 
 
 def _in_range(raw: Any) -> float:
@@ -142,7 +131,7 @@ class Judge(Scorer):
         else:
             template = o.template if o.template is not None else default_template()
         template = strip_leading_comment(template)
-        used = placeholders(template)
+        used = set(placeholders(template))
         if unknown := used - set(PLACEHOLDERS):
             raise self.error(
                 f"unknown template placeholder(s) {sorted(unknown)}; allowed: {list(PLACEHOLDERS)}",

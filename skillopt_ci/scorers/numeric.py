@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
-from skillopt_ci.scorers.base import Score, Scorer, quote, require_expected
+from skillopt_ci.core.text import quote
+from skillopt_ci.scorers.base import Score, Scorer, require_expected
 from skillopt_ci.scorers.normalize import parse_number
 
 

@@ -32,7 +32,8 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError, ScorerCrash, ScoringError
 from skillopt_ci.core.task import Task
-from skillopt_ci.scorers.base import Score, Scorer, clip
+from skillopt_ci.core.text import clip
+from skillopt_ci.scorers.base import Score, Scorer
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,8 @@ from dataclasses import dataclass
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
-from skillopt_ci.scorers.base import (
-    Score,
-    Scorer,
-    clip,
-    describe_expected,
-    expected_strings,
-    quote,
-)
+from skillopt_ci.core.text import clip, quote
+from skillopt_ci.scorers.base import Score, Scorer, describe_expected, expected_strings
 from skillopt_ci.scorers.match import anls, extract_choice, f1
 from skillopt_ci.scorers.normalize import normalize_text, tokens
 
