@@ -225,6 +225,21 @@ def _pct(x: float) -> str:
     return f"{x * 100:.3g}%"
 
 
+def _too_few_paired(n_paired: int, n_tasks: int, coverage: float, base_errors: int, head_errors: int,
+                    policy: ComparePolicy) -> str:
+    return (f"only {n_paired} of {n_tasks} tasks ({_pct(coverage)}) were measured on both sides "
+            f"({base_errors} base and {head_errors} head rollouts errored); "
+            + (f"at least {_pct(policy.min_coverage)} are needed" if coverage < policy.min_coverage
+               else "at least 2 are needed for an interval"))
+
+
+def _detectable_drop(deltas: Sequence[float], repeats: int, policy: ComparePolicy) -> tuple[float | None, str | None]:
+    """The smallest drop this comparison would likely catch, and what its spread is based on."""
+    spread = stdev(deltas) if len(deltas) >= 2 else None
+    mde = detectable_drop(len(deltas), repeats, spread, 1.0 - policy.confidence, POWER, policy.margin)
+    return mde, None if mde is None else ("observed spread" if spread and spread > TOLERANCE else "worst case")
+
+
 def decide_verdict(ci: tuple[float, float], p_exact: float, delta: float, counts: tuple[int, int, int],
                    policy: ComparePolicy) -> tuple[str, str]:
     """(verdict, reason) from the interval, the exact test's p-value and the mean delta. Pure.
@@ -280,21 +295,14 @@ def compare_results(base: Sequence[TaskResult], head: Sequence[TaskResult], task
     p_exact = signflip_test(deltas, policy.resamples, policy.seed) if paired else None
     repeats = min((min(b.n_valid, h.n_valid) for t, b, h in zip(tasks, base_sides, head_sides, strict=True)
                    if t.delta is not None), default=None)
-    spread = stdev(deltas) if n_paired >= 2 else None
-    mde = detectable_drop(n_paired, repeats or 1, spread, 1.0 - policy.confidence, POWER, policy.margin)
-    basis = None if mde is None else ("observed spread" if spread and spread > TOLERANCE else "worst case")
+    mde, basis = _detectable_drop(deltas, repeats or 1, policy)
 
     ci: tuple[float, float] | None = None
     if coverage < policy.min_coverage or n_paired < 2:
-        verdict = "inconclusive"
-        reason = (f"only {n_paired} of {n_tasks} tasks ({_pct(coverage)}) were measured on both sides "
-                  f"({base_errors} base and {head_errors} head rollouts errored); "
-                  + (f"at least {_pct(policy.min_coverage)} are needed" if coverage < policy.min_coverage
-                     else "at least 2 are needed for an interval"))
+        verdict, reason = "inconclusive", _too_few_paired(n_paired, n_tasks, coverage, base_errors, head_errors, policy)
     else:
         ci = paired_bootstrap_ci(deltas, policy.confidence, policy.resamples, random.Random(policy.seed))
         verdict, reason = decide_verdict(ci, p_exact, fmean(deltas), (improved, regressed, n_paired), policy)  # type: ignore[arg-type]
-
     return Comparison(
         n_tasks=n_tasks,
         n_paired=n_paired,

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -157,90 +157,127 @@ async def evaluate(
     of a training candidate that can no longer win).
     """
     started = clock()
-    budgets = budgets or Budgets()
-    errors = errors or ErrorPolicy()
     model = pool.spec("target").to_dict()
     previous = run.open(plan.manifest(model), fresh=fresh)
     latest = {(r.task_id, r.repeat): r for r in previous}
     todo = [(t, k) for t in plan.tasks for k in range(plan.repeats) if not (latest.get((t.id, k)) and latest[(t.id, k)].ok)]
-    progress = progress or Progress(len(todo), plan.skill.name, enabled=False)
-    log = run.result_log()
-    prompts: dict[str, str] = {}
-    attempts = failures = 0
-    stop: list[str] = []
-    queue = iter(todo)
-    workers: list[asyncio.Future[None]] = []
+    loop = _Workers(plan, pool, scorer, run, budgets or Budgets(), errors or ErrorPolicy(),
+                    progress or Progress(len(todo), plan.skill.name, enabled=False), run.result_log(), clock, started,
+                    stop_when, latest, iter(todo))
     if stop_when is not None and (reason := stop_when(latest)):
-        stop.append(reason)
+        loop.stop.append(reason)
+    if not loop.stop:
+        loop.workers += [asyncio.ensure_future(loop.work()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
+    await loop.join()
+    summary = _summary(plan, latest, model, clock() - started, loop.stop)
+    return EvalOutcome(summary=summary, results=_in_plan_order(plan, latest), run_dir=run.path)
 
-    def halt_others() -> None:
+
+@dataclass
+class _Workers:
+    """What the concurrent workers of one evaluation share: the queue of (task, repeat) left, the
+    latest result of each, the error counts, and why the run stopped early (if it did)."""
+
+    plan: EvalPlan
+    pool: ModelPool
+    scorer: Scorer
+    run: RunDir
+    budgets: Budgets
+    errors: ErrorPolicy
+    progress: Progress
+    log: Any
+    clock: Callable[[], float]
+    started: float
+    stop_when: Callable[[Mapping[tuple[str, int], TaskResult]], str | None] | None
+    latest: dict[tuple[str, int], TaskResult]
+    queue: Iterator[tuple[Task, int]]
+    prompts: dict[str, str] = field(default_factory=dict)
+    attempts: int = 0
+    failures: int = 0
+    stop: list[str] = field(default_factory=list)
+    workers: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def halt_others(self) -> None:
         current = asyncio.current_task()
-        for w in workers:
+        for w in self.workers:
             if w is not current:
                 w.cancel()
 
-    async def worker() -> None:
-        nonlocal attempts, failures
-        for task, repeat in queue:
-            if stop:
+    async def work(self) -> None:
+        """Take (task, repeat) pairs off the shared queue until it is empty or the run stops."""
+        for task, repeat in self.queue:
+            if self.stop:
                 return
-            reason = budget_stop(pool, budgets, clock() - started)
+            reason = budget_stop(self.pool, self.budgets, self.clock() - self.started)
             if reason:
-                stop.append(reason)
+                self.stop.append(reason)
                 return
-            prompt = prompts.get(task.id)
+            prompt = self.prompts.get(task.id)
             if prompt is None:
-                prompt = prompts[task.id] = plan.suite.render_prompt(task)
-            result = await rollout(plan, task, repeat, prompt, pool, scorer)
-            latest[(task.id, repeat)] = result
-            log.append(result)
-            progress.advance(error=not result.ok)
-            attempts += 1
-            failures += not result.ok
-            if attempts >= errors.min_attempts and failures / attempts > errors.max_error_rate:
-                halt_others()
-                raise RuntimeFailure(_abort_message(failures, attempts, latest.values()),
-                                     hint=_abort_hint(pool, latest.values(), _kept(run, latest.values())))
-            if stop_when is not None and not stop and (reason := stop_when(latest)):
-                stop.append(reason)
-                halt_others()
+                prompt = self.prompts[task.id] = self.plan.suite.render_prompt(task)
+            result = await rollout(self.plan, task, repeat, prompt, self.pool, self.scorer)
+            if self.record(task, repeat, result):
                 return
 
-    if not stop:
-        workers += [asyncio.ensure_future(worker()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
-    try:
-        outcomes = await asyncio.gather(*workers, return_exceptions=True)
-        failed = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)]
-        if failed:
-            raise failed[0]
-    except BaseException:
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        log.close()
-        progress.close()
-        if _kept(run, latest.values()) is None:
-            run.discard()
-        raise
-    log.close()
-    progress.close()
+    def record(self, task: Task, repeat: int, result: TaskResult) -> bool:
+        """Keep ``result``; True when the run stops here. Too many errors raise RuntimeFailure."""
+        self.latest[(task.id, repeat)] = result
+        self.log.append(result)
+        self.progress.advance(error=not result.ok)
+        self.attempts += 1
+        self.failures += not result.ok
+        if self.attempts >= self.errors.min_attempts and self.failures / self.attempts > self.errors.max_error_rate:
+            self.halt_others()
+            raise RuntimeFailure(_abort_message(self.failures, self.attempts, self.latest.values()),
+                                 hint=_abort_hint(self.pool, self.latest.values(), _kept(self.run, self.latest.values())))
+        if self.stop_when is not None and not self.stop and (reason := self.stop_when(self.latest)):
+            self.stop.append(reason)
+            self.halt_others()
+            return True
+        return False
+
+    async def join(self) -> None:
+        """Wait for every worker; on any failure (or cancellation) cancel the rest, close the log,
+        drop a run directory that kept nothing, and re-raise."""
+        try:
+            outcomes = await asyncio.gather(*self.workers, return_exceptions=True)
+            failed = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)]
+            if failed:
+                raise failed[0]
+        except BaseException:
+            for w in self.workers:
+                w.cancel()
+            await asyncio.gather(*self.workers, return_exceptions=True)
+            self.log.close()
+            self.progress.close()
+            if _kept(self.run, self.latest.values()) is None:
+                self.run.discard()
+            raise
+        self.log.close()
+        self.progress.close()
+
+
+def _in_plan_order(plan: EvalPlan, latest: Mapping[tuple[str, int], TaskResult]) -> list[TaskResult]:
     order = {t.id: i for i, t in enumerate(plan.tasks)}
-    results = sorted(latest.values(), key=lambda r: (order.get(r.task_id, len(order)), r.repeat))
-    summary = summarize(
-        results,
+    return sorted(latest.values(), key=lambda r: (order.get(r.task_id, len(order)), r.repeat))
+
+
+def _summary(plan: EvalPlan, latest: Mapping[tuple[str, int], TaskResult], model: dict[str, Any], wall_time_s: float,
+             stop: list[str]) -> EvalSummary:
+    return summarize(
+        _in_plan_order(plan, latest),
         [t.id for t in plan.tasks],
         skill={"name": plan.skill.name, "path": plan.skill.path, "hash": plan.skill.hash, "tokens": plan.skill.tokens},
         suite={"name": plan.suite.name, "path": plan.suite.display, "hash": plan.suite.hash},
         split=plan.split,
         model=model,
         repeats=plan.repeats,
-        wall_time_s=clock() - started,
+        wall_time_s=wall_time_s,
         complete=not stop,
         stopped=stop[0] if stop else None,
         shard=plan.shard,
         tool_version=__version__,
     )
-    return EvalOutcome(summary=summary, results=results, run_dir=run.path)
 
 
 def _kept(run: RunDir, results: Any) -> Path | None:

@@ -159,6 +159,12 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
         tail += ["", f"[Workflow run]({run_url})"]
     if footer:
         tail += ["", footer]
+    return assemble(head, skill_details(report), tail, limit)
+
+
+def skill_details(report: GateReport) -> list[str]:
+    """Per skill, the collapsed list of tasks that lost the most and the tasks whose answers vary
+    between repeats; the first thing dropped when the comment is too long."""
     details = []
     for s in report.skills:
         extra = []
@@ -175,7 +181,7 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
             extra.append(f"\nFlaky in {escape_inline(s.change.name, 60)} (answers vary between repeats): {listed}{more}")
         if extra:
             details.append("\n".join(extra))
-    return assemble(head, details, tail, limit)
+    return details
 
 
 def assemble(head: list[str], details: list[str], tail: list[str], limit: int) -> str:

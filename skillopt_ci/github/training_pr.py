@@ -250,6 +250,19 @@ def propose_training_pr(publisher: Publisher, *, skill_path: str, trained_text: 
         call(f"updating pull request #{pr.number}", pr.edit, title=title, body=body, forbidden=PULLS)
     result = TrainingPullRequest(pr.number, pr.html_url, branch, sha, created=created, updated=not created)
 
+    problems = _label_and_check(call, gh, pr, sha, labels, check_title, check_summary, details_url)
+    if problems:
+        done = "opened" if created else "updated"
+        needed = ", ".join(dict.fromkeys(p.permission for p in problems if p.permission)) or None
+        raise TrainingPRIncomplete(f"pull request #{pr.number} was {done} ({pr.html_url}), but "
+                                   + "; ".join(map(str, problems)), result, needed)
+    return result
+
+
+def _label_and_check(call: Callable[..., Any], gh: TrainingProposer, pr: Any, sha: str, labels: Sequence[str],
+                     check_title: str, check_summary: str, details_url: str | None) -> list[PublishError]:
+    """Label the pull request and add the passing check run to its commit; what failed, if anything
+    (the pull request itself already exists, so these are reported, not raised)."""
     problems: list[PublishError] = []
     if labels:
         try:
@@ -260,16 +273,11 @@ def propose_training_pr(publisher: Publisher, *, skill_path: str, trained_text: 
     output = {"title": check_title[:255], "summary": check_summary[:65_535]}
     extra = {"details_url": details_url} if details_url else {}
     try:
-        call("creating the check run", repo.create_check_run, name=CHECK_NAME, head_sha=sha, status="completed",
-              conclusion="success", output=output, forbidden=CHECKS, **extra)
+        call("creating the check run", gh.repo.create_check_run, name=CHECK_NAME, head_sha=sha, status="completed",
+             conclusion="success", output=output, forbidden=CHECKS, **extra)
     except PublishError as exc:
         problems.append(exc)
-    if problems:
-        done = "opened" if created else "updated"
-        needed = ", ".join(dict.fromkeys(p.permission for p in problems if p.permission)) or None
-        raise TrainingPRIncomplete(f"pull request #{pr.number} was {done} ({pr.html_url}), but "
-                                   + "; ".join(map(str, problems)), result, needed)
-    return result
+    return problems
 
 
 def _create_pull(gh: TrainingProposer, branch: str, title: str, body: str) -> tuple[Any, bool]:

@@ -212,33 +212,7 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         return None, problems
     data: dict[str, Any] = doc.data
     models = {role: ModelSpec.from_dict(role, spec) for role, spec in data["models"].items()}
-    skills: list[SkillEntry] = []
-    seen: dict[str, int] = {}
-    for i, item in enumerate(data.get("skills") or []):
-        skill_path = root / item["path"]
-        suite_path = root / item["suite"]
-        if not skill_path.exists():
-            problems.append(doc.problem(("skills", i, "path"), f"no such file {item['path']!r}"))
-        elif skill_path.is_dir() and not (skill_path / "SKILL.md").is_file():
-            problems.append(doc.problem(("skills", i, "path"), f"{item['path']!r} is a folder without SKILL.md"))
-        if not suite_path.is_dir():
-            problems.append(doc.problem(("skills", i, "suite"), f"no such directory {item['suite']!r}"))
-        elif not (suite_path / "suite.yaml").is_file():
-            problems.append(doc.problem(("skills", i, "suite"), f"{item['suite']!r} has no suite.yaml"))
-        name = item.get("name") or _default_skill_name(skill_path)
-        unsafe = name_problem(name)
-        if unsafe:
-            where, origin = (("skills", i, "name"), "") if item.get("name") else (("skills", i, "path"), " (taken from the path)")
-            problems.append(doc.problem(where, f"skill name {name!r:.80}{origin} {unsafe}: skill names become branch "
-                                               f"and directory names, so {NAME_RULE}; set name:"))
-        elif name.lower() in seen:
-            other = seen[name.lower()]
-            problems.append(doc.problem(("skills", i), f"skill name {name!r} is used twice (also skills[{other}]; "
-                                                       "names differing only in case count as the same); set name:"))
-        seen.setdefault(name.lower(), i)
-        if skill_path.is_dir():
-            skill_path = skill_path / "SKILL.md"
-        skills.append(SkillEntry(name=name, path=skill_path, suite=suite_path))
+    skills = _skill_entries(doc, data.get("skills") or [], root, problems)
     cache = data.get("cache") or {}
     budgets = data.get("budgets") or {}
     run_eval = data.get("eval") or {}
@@ -266,6 +240,39 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         train=TrainPolicy.from_dict(data.get("train") or {}),
     )
     return config, problems
+
+
+def _skill_entries(doc: YamlDoc, items: list[dict[str, Any]], root: Path, problems: list[Problem]) -> list[SkillEntry]:
+    """The ``skills:`` list; a missing file or suite, an unsafe name and a name used twice are
+    added to ``problems`` (each at its ``skills[i]`` path)."""
+    skills: list[SkillEntry] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        skill_path = root / item["path"]
+        suite_path = root / item["suite"]
+        if not skill_path.exists():
+            problems.append(doc.problem(("skills", i, "path"), f"no such file {item['path']!r}"))
+        elif skill_path.is_dir() and not (skill_path / "SKILL.md").is_file():
+            problems.append(doc.problem(("skills", i, "path"), f"{item['path']!r} is a folder without SKILL.md"))
+        if not suite_path.is_dir():
+            problems.append(doc.problem(("skills", i, "suite"), f"no such directory {item['suite']!r}"))
+        elif not (suite_path / "suite.yaml").is_file():
+            problems.append(doc.problem(("skills", i, "suite"), f"{item['suite']!r} has no suite.yaml"))
+        name = item.get("name") or _default_skill_name(skill_path)
+        unsafe = name_problem(name)
+        if unsafe:
+            where, origin = (("skills", i, "name"), "") if item.get("name") else (("skills", i, "path"), " (taken from the path)")
+            problems.append(doc.problem(where, f"skill name {name!r:.80}{origin} {unsafe}: skill names become branch "
+                                               f"and directory names, so {NAME_RULE}; set name:"))
+        elif name.lower() in seen:
+            other = seen[name.lower()]
+            problems.append(doc.problem(("skills", i), f"skill name {name!r} is used twice (also skills[{other}]; "
+                                                       "names differing only in case count as the same); set name:"))
+        seen.setdefault(name.lower(), i)
+        if skill_path.is_dir():
+            skill_path = skill_path / "SKILL.md"
+        skills.append(SkillEntry(name=name, path=skill_path, suite=suite_path))
+    return skills
 
 
 def _default_skill_name(path: Path) -> str:

@@ -95,29 +95,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
     declared = data.get("splits") if isinstance(data.get("splits"), dict) else {}
 
     files = _split_files(path, declared, shown, problems)
-    splits: dict[str, tuple[Task, ...]] = {}
-    first_seen: dict[str, tuple[str, str]] = {}
-    for split, file in files.items():
-        before = len(problems)
-        tasks = _read_tasks(file, f"{shown}/{file.name}", problems)
-        if not tasks and len(problems) == before:
-            # eval, gate and train refuse an empty split; say so here too (validate lists it).
-            problems.append(Problem(f"{shown}/{file.name}", f"the {split!r} split has no tasks; add tasks or delete the file"))
-        for task in tasks:
-            if task.id in first_seen:
-                other_split, other_source = first_seen[task.id]
-                kind = "duplicate id" if other_split == split else f"leakage: also in the {other_split} split"
-                problems.append(Problem(task.source, f"task id {task.id!r} is also at {other_source} ({kind})"))
-            else:
-                first_seen[task.id] = (split, task.source)
-            for placeholder in placeholders(prompt):
-                try:
-                    task.get(placeholder)
-                except KeyError:
-                    problems.append(
-                        Problem(task.source, f"prompt placeholder {{{{ {placeholder} }}}} has no value in task {task.id!r}")
-                    )
-        splits[split] = tasks
+    splits = _read_splits(files, shown, prompt, problems)
     if not files and not problems:
         problems.append(Problem(shown, "no split files found (expected train/val/test .jsonl or .json)"))
     if not schema_ok:
@@ -136,6 +114,42 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
         split_files=MappingProxyType({k: f"{shown}/{v.name}" for k, v in files.items()}),
     )
     return suite, problems
+
+
+def _read_splits(files: Mapping[str, Path], shown: str, prompt: str,
+                 problems: list[Problem]) -> dict[str, tuple[Task, ...]]:
+    """The tasks of every split file; an empty split, an id seen twice (a duplicate, or leakage
+    across splits) and a prompt placeholder a task has no value for are added to ``problems``."""
+    splits: dict[str, tuple[Task, ...]] = {}
+    first_seen: dict[str, tuple[str, str]] = {}
+    for split, file in files.items():
+        before = len(problems)
+        tasks = _read_tasks(file, f"{shown}/{file.name}", problems)
+        if not tasks and len(problems) == before:
+            # eval, gate and train refuse an empty split; say so here too (validate lists it).
+            problems.append(Problem(f"{shown}/{file.name}", f"the {split!r} split has no tasks; add tasks or delete the file"))
+        for task in tasks:
+            if task.id in first_seen:
+                other_split, other_source = first_seen[task.id]
+                kind = "duplicate id" if other_split == split else f"leakage: also in the {other_split} split"
+                problems.append(Problem(task.source, f"task id {task.id!r} is also at {other_source} ({kind})"))
+            else:
+                first_seen[task.id] = (split, task.source)
+            problems.extend(_missing_placeholders(prompt, task))
+        splits[split] = tasks
+    return splits
+
+
+def _missing_placeholders(prompt: str, task: Task) -> list[Problem]:
+    problems = []
+    for placeholder in placeholders(prompt):
+        try:
+            task.get(placeholder)
+        except KeyError:
+            problems.append(
+                Problem(task.source, f"prompt placeholder {{{{ {placeholder} }}}} has no value in task {task.id!r}")
+            )
+    return problems
 
 
 def _split_files(path: Path, declared: dict[str, str], shown: str, problems: list[Problem]) -> dict[str, Path]:
