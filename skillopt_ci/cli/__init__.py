@@ -34,9 +34,9 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
 
 
 # click lists the commands by name, so the order here does not change --help.
-for command in (project.init, project.validate, evaluate.eval_cmd, gate.compare, gate.gate, gate.merge,
-                train.train, view.report, view.view, action.action, project.demo):
-    cli.add_command(command)
+for _command in (project.init, project.validate, evaluate.eval_cmd, gate.compare, gate.gate, gate.merge,
+                 train.train, view.report, view.view, action.action, project.demo):
+    cli.add_command(_command)
 
 
 def interrupted_message() -> str:
