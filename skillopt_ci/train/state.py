@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.engine.rundir import write_json_atomic
+from skillopt_ci.inputs.writable import write_json_atomic
 
 STATE_SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
