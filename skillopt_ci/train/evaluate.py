@@ -55,9 +55,13 @@ class BudgetMeter:
     budgets: Budgets
     clock: Callable[[], float] = time.monotonic
     before: Spend = field(default_factory=Spend)
-    started: float = 0.0
+    started: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
 
     def start(self, spent_before: Spend) -> None:
+        """Count from now, on top of what earlier processes of the run spent."""
         self.before, self.started = spent_before, self.clock()
 
     def spent(self) -> Spend:

@@ -89,7 +89,6 @@ class Trainer:
         repeats = policy.repeats or suite.repeats
         self.steps_per_epoch = math.ceil(len(self.train_tasks) / policy.batch_size)
         self.meter = BudgetMeter(session, budgets, clock)
-        self.meter.start(self.meter.before)
         self.evaluator = StageEvaluator(session, suite, entry.name, run_dir, repeats, self.meter.remaining)
         self.proposer = EditProposer(self.evaluator, session, self.caps, policy.group_size,
                                      policy.max_edits_per_reflection, self.meter.reading)
