@@ -36,16 +36,16 @@ def render_train_report(summary: TrainingSummary, state: TrainState) -> str:
               "| --- | --- | --- | --- |"]
     for p, record in zip(s.points[1:], state.history, strict=True):
         lines.append(f"| {p.step} | {p.decision} | {fmt_score(p.candidate)} → {fmt_score(p.incumbent)} | "
-                     f"{escape_inline(record['reason'], 160)} |")
+                     f"{escape_inline(record.reason, 160)} |")
     if s.accepted_edits:
         lines += ["", "## Accepted edits", ""]
         for a in s.accepted_edits:
             lines += [f"- **{a.step}** `{a.edit.op}` (support {a.edit.support}): "
                       f"{escape_inline(a.edit.rationale, 300)}", "", code_block(a.edit.text or a.edit.anchor, 800), ""]
     for epoch in state.epochs:
-        meta = (epoch.get("meta_skill") or {}).get("text")
+        meta = epoch.meta_skill.text if epoch.meta_skill else ""
         if meta:
-            lines += ["", f"## Meta skill after epoch {epoch['epoch']} (optimizer memory, not part of the skill)", "",
+            lines += ["", f"## Meta skill after epoch {epoch.epoch} (optimizer memory, not part of the skill)", "",
                       code_block(meta, 1500)]
     return "\n".join(lines) + "\n"
 

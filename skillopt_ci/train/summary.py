@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skillopt_ci.core.compare import ComparePolicy, compare_results
-from skillopt_ci.core.edits import Edit
 from skillopt_ci.engine.rundir import RunDir
+from skillopt_ci.train.history import Decision
 from skillopt_ci.train.records import AcceptedEdit, SplitComparison, StepPoint, TrainingSummary
 from skillopt_ci.train.state import TrainState
 
@@ -29,36 +29,28 @@ def _compare(trainer: Trainer, split: str, base_dir: str, best_dir: str, margin:
     return SplitComparison(split, c.base_mean, c.head_mean, c.delta, c.ci, c.verdict, c.n_paired)
 
 
-def kept_edits(record: dict[str, Any]) -> list[Edit]:
-    """The edits an accepted step added to the skill: those applied, less any that credit
-    assignment dropped."""
-    credit = record.get("credit") or {}
-    if credit.get("used") == "pruned":
-        return [Edit.from_dict(e) for e in credit["kept"]]
-    return [Edit.from_dict(o["edit"]) for o in record.get("applied", []) if o["status"] == "applied"]
-
-
 def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
     best = state.current
     val = _compare(trainer, "val", state.versions[0].val_dir, best.val_dir) or SplitComparison(
         "val", state.versions[0].val_mean, best.val_mean, None, None, "inconclusive", 0)
     test = _compare(trainer, "test", "versions/v000/test", f"versions/v{best.number:03d}/test",
                     trainer.policy.test_margin)
-    accepted = [AcceptedEdit(r["step"], edit) for r in state.history if r["decision"] == "accepted"
-                for edit in kept_edits(r)]
+    accepted = [AcceptedEdit(r.step, edit) for r in state.history if r.decision is Decision.ACCEPTED
+                for edit in r.kept_edits()]
     points = [StepPoint("baseline", state.versions[0].val_mean, state.versions[0].val_mean, "baseline")]
-    points += [StepPoint(r["step"], r.get("candidate_val"), r.get("incumbent_val"), r["decision"]) for r in state.history]
+    points += [StepPoint(r.step, r.outcome.candidate_val, r.outcome.incumbent_val, r.outcome.decision.value)
+               for r in state.history if r.outcome]
     test_ok = test is None or test.delta is None or test.delta >= -trainer.policy.test_margin
     improved = best.number != 0 and (val.delta or 0.0) > 0 and test_ok
-    counts = {d: sum(1 for r in state.history if r["decision"] == d) for d in ("accepted", "rejected", "skipped")}
+    counts = {d: sum(1 for r in state.history if r.decision is d) for d in Decision}
     stages: dict[str, dict[str, Any]] = {}
     for record in state.history:
-        for stage, spend in (record.get("spend") or {}).items():
+        for stage, spend in (record.outcome.spend if record.outcome else {}).items():
             total = stages.setdefault(stage, {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0})
-            total["input_tokens"] += spend["input_tokens"]
-            total["output_tokens"] += spend["output_tokens"]
-            total["cost_usd"] = None if total["cost_usd"] is None or spend["cost_usd"] is None else \
-                round(total["cost_usd"] + spend["cost_usd"], 6)
+            total["input_tokens"] += spend.input_tokens
+            total["output_tokens"] += spend.output_tokens
+            total["cost_usd"] = None if total["cost_usd"] is None or spend.cost_usd is None else \
+                round(total["cost_usd"] + spend.cost_usd, 6)
     spent = state.spent
     return TrainingSummary(
         skill={"name": trainer.entry.name, "path": str(trainer.baseline.path), "hash": trainer.baseline.hash},
@@ -67,7 +59,8 @@ def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
         val=val, test=test,
         final_val=best.val_mean, final_test=test.trained if test else None,
         accepted_edits=tuple(accepted),
-        steps_accepted=counts["accepted"], steps_rejected=counts["rejected"], steps_skipped=counts["skipped"],
+        steps_accepted=counts[Decision.ACCEPTED], steps_rejected=counts[Decision.REJECTED],
+        steps_skipped=counts[Decision.SKIPPED],
         points=tuple(points),
         input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
         cost_usd=spent.cost_usd if spent.cost_known else None, wall_time_s=spent.wall_time_s,
