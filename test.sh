@@ -5,7 +5,9 @@
 #    (through sudo unless run as root); python3-venv too when no virtualenv is active and the
 #    system Python cannot make one.
 # 2. The package with its test extra, into the active virtualenv, or else into .test/venv here.
-# 3. pytest, on two workers, with its exit code.
+# 3. The import contract (lint-imports, docs/architecture.md): a violation stops here, with its
+#    exit code, before any test runs.
+# 4. pytest, on two workers, with its exit code.
 #
 # Besides those system packages it leaves nothing outside the checkout: the virtualenv and the
 # caches (XDG_CACHE_HOME, XDG_CONFIG_HOME) live in .test/, and the tests' temporary files go to a
@@ -41,6 +43,14 @@ else
 fi
 
 "$python" -m pip install --quiet '.[test]'
+# lint-imports through the chosen Python, from the checkout: it analyses the checkout's package
+# (the current directory comes first on the path); --no-cache leaves no cache directory behind.
+lint_imports='import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())'
 status=0
+"$python" -c "$lint_imports" --no-cache || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "test.sh: the import contract is broken (lint-imports exited $status); see docs/architecture.md" >&2
+  exit "$status"
+fi
 "$python" -m pytest -q -n 2 "$@" || status=$?
 exit "$status"

@@ -40,7 +40,7 @@ def train_once(early_stop: bool, epochs: int, concurrency: int) -> tuple[list, i
         # Counted at the server: rollouts cancelled in flight were sent, so they count.
         val_calls = sum(1 for c in target if c.request.last_user in val_prompts) - len(val_prompts)  # minus the baseline
         target_calls = len(target)
-        return [(r["step"], r["decision"]) for r in state.history], val_calls, target_calls, seconds
+        return [(r.step, r.decision) for r in state.history], val_calls, target_calls, seconds
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from skillopt_ci.core.records import TaskResult
 from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER
 from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.train.history import Decision
 from skillopt_ci.train.state import TrainState
 
 BASE = "# Skill\n\n- rule one\n"
@@ -113,12 +114,12 @@ def test_training_keeps_only_the_edit_that_helps(tmp_path):
         res = run_cli("train", "--skill", "ticket-triage", "--out", str(tmp_path / "run"), "--quiet", cwd=project)
         assert res.code == 0, res.err
     state = TrainState.load(tmp_path / "run")
-    accepted = next(r for r in state.history if r["decision"] == "accepted")
-    assert accepted["credit"]["used"] == "pruned"
-    assert [r["edit"]["text"] for r in accepted["credit"]["removed"]] == ["- Always greet the customer warmly."]
+    accepted = next(r for r in state.history if r.decision is Decision.ACCEPTED)
+    assert accepted.credit is not None and accepted.credit.used == "pruned"
+    assert [r.edit.text for r in accepted.credit.removed] == ["- Always greet the customer warmly."]
     best = (tmp_path / "run/best_skill.md").read_text()
     assert BUG_RULE in best and "greet the customer" not in best
     summary = json.loads((tmp_path / "run/summary.json").read_text())
     assert [e["edit"]["text"] for e in summary["accepted_edits"]] == [BUG_RULE]
-    assert "kept 1 of 2 edits" in accepted["reason"]
+    assert "kept 1 of 2 edits" in accepted.reason
     assert (project / SKILL).read_text() != best

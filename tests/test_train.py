@@ -18,7 +18,8 @@ from conftest import run_cli, write_project
 from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.testing import Fault, ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
-from skillopt_ci.train.state import TrainState, stable_history
+from skillopt_ci.train.history import Decision, StepKind, stable_history
+from skillopt_ci.train.state import TrainState
 
 SKILL = "skills/ticket-triage/SKILL.md"
 
@@ -67,7 +68,7 @@ def test_training_raises_validation_and_writes_the_run(tmp_path, sim):
         assert (run / "skills" / f"v{v.number:03d}.md").is_file()
     assert (run / "best_skill.md").read_text() == (run / "skills" / f"v{state.incumbent:03d}.md").read_text()
     history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    assert history == state.history
+    assert history == [r.to_dict() for r in state.history]
     step = next(r for r in history if r["decision"] == "accepted")
     for key in ("batch", "rollout", "proposals", "merged", "selected", "applied", "spend", "reason"):
         assert key in step, key
@@ -99,10 +100,10 @@ def test_early_stopping_makes_the_same_decisions_with_fewer_rollouts(tmp_path, s
         before = sim.call_count
         assert train(project, tmp_path / f"run{early}").code == 0
         state = TrainState.load(tmp_path / f"run{early}")
-        target_calls = sum(len((tmp_path / f"run{early}" / "steps" / r["step"] / "val" / "results.jsonl")
+        target_calls = sum(len((tmp_path / f"run{early}" / "steps" / r.step / "val" / "results.jsonl")
                                .read_text().splitlines())
-                           for r in state.history if (tmp_path / f"run{early}" / "steps" / r["step"] / "val").exists())
-        runs[early] = ([(r["step"], r["decision"]) for r in state.history], target_calls, sim.call_count - before)
+                           for r in state.history if (tmp_path / f"run{early}" / "steps" / r.step / "val").exists())
+        runs[early] = ([(r.step, r.decision) for r in state.history], target_calls, sim.call_count - before)
     assert runs[True][0] == runs[False][0]
     assert runs[True][1] < runs[False][1]
 
@@ -112,10 +113,10 @@ def test_slow_update_and_meta_skill_are_wired(tmp_path, sim):
     run = tmp_path / "run"
     assert train(project, run).code == 0
     state = TrainState.load(run)
-    slow = [r for r in state.history if r["kind"] == "slow_update"]
-    assert slow and slow[0]["step"] == "e0-slow"
-    assert set(slow[0]["categories"]) >= {"improved", "regressed", "still_failing", "still_passing"}
-    meta = state.epochs[0]["meta_skill"]["text"]
+    slow = [r for r in state.history if r.kind is StepKind.SLOW_UPDATE]
+    assert slow and slow[0].step == "e0-slow" and state.epochs[0].slow_update == slow[0]
+    assert set(slow[0].to_dict()["categories"]) >= {"improved", "regressed", "still_failing", "still_passing"}
+    meta = state.epochs[0].meta_skill.text
     assert meta.strip()
     # The meta skill is optimizer memory: epoch 1's reflections see it, no skill version holds it.
     epoch1 = [c for c in sim.calls if c.request.model == SIM_OPTIMIZER and "reflect" in c.request.last_user.lower()]
@@ -131,8 +132,8 @@ def test_optimizer_prose_is_retried_then_the_step_is_skipped(tmp_path):
         assert res.code == 0, res.err
         optimizer_calls = [c for c in server.calls if c.request.model == SIM_OPTIMIZER]
     state = TrainState.load(tmp_path / "run")
-    assert all(r["decision"] == "skipped" for r in state.history)
-    assert all("optimizer output unusable" in r["reason"] for r in state.history)
+    assert all(r.decision is Decision.SKIPPED for r in state.history)
+    assert all("optimizer output unusable" in r.reason for r in state.history)
     assert len(state.versions) == 1
     # Each reflection was asked twice: once, then once more with the validation error.
     assert any("could not be used" in c.request.last_user for c in optimizer_calls)

@@ -138,9 +138,10 @@ def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple
 @click.option("--json", "as_json", is_flag=True, help="Print the merged summary or gate.json.")
 def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
     """Join the run directories of --shard jobs into the report a single run would give."""
-    from skillopt_ci.engine.merge import kind_of, merge_eval_runs, merge_gate_runs
+    from skillopt_ci.engine.merge import kind_of, merge_eval_runs
     from skillopt_ci.engine.rundir import write_atomic
     from skillopt_ci.engine.runlock import RunLock
+    from skillopt_ci.gate.merge import merge_gate_runs
     from skillopt_ci.inputs.writable import check_dir
     from skillopt_ci.render.eval_report import eval_report, score_table
 

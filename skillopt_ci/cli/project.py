@@ -33,7 +33,7 @@ def init(directory: Path) -> None:
 @click.pass_obj
 def validate(state: State, strict: bool) -> None:
     """Check the config, every suite and every skill; list all problems (and warnings) at once."""
-    from skillopt_ci.inputs.validate import validate_project
+    from skillopt_ci.engine.validate import validate_project
 
     path = config_path(state)
     if path is None:

@@ -1,4 +1,5 @@
-"""Records of an evaluation: one :class:`TaskResult` per task × repeat, one :class:`EvalSummary`.
+"""Records of an evaluation: one :class:`TaskResult` per task × repeat, one :class:`EvalSummary`,
+and the :class:`Usage` (token counts) both carry.
 
 Both are versioned (``schema_version``) and have JSON Schemas in ``skillopt_ci/inputs/schemas/``. An
 errored result (provider failure, unparseable judge verdict) is *missing data*: it has no score
@@ -14,10 +15,33 @@ from statistics import fmean
 from typing import Any
 
 from skillopt_ci.core.stats import mean_ci
-from skillopt_ci.models.base import Usage
 
 RESULT_SCHEMA_VERSION = 1
 SUMMARY_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts. ``None`` means the server did not say (some servers omit usage)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, int | None]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Usage:
+        data = data or {}
+        return cls(input_tokens=data.get("input_tokens"), output_tokens=data.get("output_tokens"))
+
+    def __add__(self, other: Usage) -> Usage:
+        def add(a: int | None, b: int | None) -> int | None:
+            if a is None and b is None:
+                return None
+            return (a or 0) + (b or 0)
+
+        return Usage(add(self.input_tokens, other.input_tokens), add(self.output_tokens, other.output_tokens))
 
 
 @dataclass(frozen=True)

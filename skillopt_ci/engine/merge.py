@@ -1,5 +1,8 @@
 """``skillopt-ci merge``: join the run directories of ``--shard i/n`` jobs into one report.
 
+This module merges eval runs and holds what every merge shares (shard checks, reading a shard's
+JSON); :mod:`skillopt_ci.gate.merge` merges gate runs on top of it, one eval merge per side.
+
 The merged report is the one a single run over all tasks would give: results are unioned, and
 every statistic (means, intervals, the paired bootstrap with its seed) is recomputed over the
 whole split in the suite's task order. Shards must come from the same run (same skills, suite,
@@ -29,13 +32,13 @@ from typing import Any
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import EvalSummary, TaskResult, summarize
 from skillopt_ci.core.shard import Shard, parse_shard
-from skillopt_ci.engine.rundir import MANIFEST, RunDir, run_kind, write_json_atomic
-from skillopt_ci.gate.verdict import GateReport, SkillVerdict, decide, new_skill_verdict
+from skillopt_ci.engine.rundir import MANIFEST, RunDir, run_kind
 
 IDENTITY = ("kind", "skill_hash", "suite_hash", "split", "repeats", "model")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
+    """A shard's JSON file; missing or not JSON is bad input naming the file."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -115,14 +118,14 @@ def merge_eval_runs(dirs: Sequence[Path], out: Path,
                     split_ids: Sequence[str] | None = None) -> tuple[EvalSummary, list[TaskResult]]:
     """Union the results of eval shards into ``out`` and summarize them as one run over the whole
     split (``split_ids``, else what the shards recorded)."""
-    manifests = [_read_json(d / MANIFEST) for d in dirs]
+    manifests = [read_json(d / MANIFEST) for d in dirs]
     first = manifests[0]
     for d, m in zip(dirs, manifests, strict=True):
         differ = [k for k in IDENTITY if m.get(k) != first.get(k)]
         if differ:
             raise InputError(f"shard is from a different run ({', '.join(differ)} differ from {dirs[0]})", where=str(d))
     missing_shards = check_shards(dirs, [m.get("shard") for m in manifests])
-    summaries = [EvalSummary.from_dict(_read_json(d / "summary.json")) for d in dirs]
+    summaries = [EvalSummary.from_dict(read_json(d / "summary.json")) for d in dirs]
     results = _union_results(dirs)
     task_ids = _split_ids(dirs, manifests, missing_shards, split_ids)
     held = {i for m in manifests for i in m["task_ids"]}
@@ -162,35 +165,3 @@ def _union_results(dirs: Sequence[Path]) -> list[TaskResult]:
 
 def _ordered_ids(id_lists: Sequence[Sequence[str]]) -> list[str]:
     return list(dict.fromkeys(i for chunk in id_lists for i in chunk))
-
-
-def merge_gate_runs(dirs: Sequence[Path], out: Path) -> GateReport:
-    """Join gate shards: per skill, union both sides' results and decide over the whole split."""
-    reports = [GateReport.from_dict(_read_json(d / "gate.json")) for d in dirs]
-    first = reports[0]
-    for d, r in zip(dirs, reports, strict=True):
-        if (r.base_sha, r.head_sha, [s.change.name for s in r.skills]) != (
-            first.base_sha, first.head_sha, [s.change.name for s in first.skills]
-        ):
-            raise InputError("shard gates a different change (refs or skills differ)", where=str(d))
-    check_shards(dirs, [r.shard for r in reports])
-    merged: list[SkillVerdict] = []
-    for skill in first.skills:
-        name = skill.change.name
-        if skill.verdict == "deleted":
-            merged.append(skill)
-            continue
-        head_summary, head_results = merge_eval_runs([d / name / "head" for d in dirs], out / name / "head",
-                                                     skill.task_ids)
-        if skill.verdict == "new" or skill.change.status == "added":
-            verdict = new_skill_verdict(skill.change, head_summary, first.policy, skill.task_ids)
-        else:
-            base_summary, base_results = merge_eval_runs([d / name / "base" for d in dirs], out / name / "base",
-                                                         skill.task_ids)
-            verdict = decide(skill.change, base_results, head_results, list(skill.task_ids), first.policy,
-                             base_summary, head_summary, skill.task_ids)
-        merged.append(replace(verdict, warnings=skill.warnings))
-    report = GateReport(first.base_ref, first.head_ref, first.base_sha, first.head_sha, first.merge_base,
-                        first.policy, merged, shard=None, mode=first.mode)
-    write_json_atomic(out / "gate.json", report.to_dict())
-    return report

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import shutil
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,11 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.redact import redact
 from skillopt_ci.engine.runlock import LOCK, created_by_lock
+
+# Atomic writes live a layer down, so that records which save themselves (the training state) need
+# no engine module; re-exported here for the run directory's callers.
+from skillopt_ci.inputs.writable import write_atomic as write_atomic
+from skillopt_ci.inputs.writable import write_json_atomic as write_json_atomic
 
 MANIFEST = "run.json"
 RESULTS = "results.jsonl"
@@ -49,41 +53,9 @@ def run_kind(directory: Path) -> str | None:
     return kind if kind in ("eval", "train") else None
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part.
-    Secrets are redacted on the way (:mod:`skillopt_ci.core.redact`)."""
-    text = redact(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _create_temp(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _create_temp(path: Path) -> tuple[int, str]:
-    """A new file next to ``path``, created with mode 0666 so the umask decides its permissions
-    (``tempfile.mkstemp`` would make it 0600 whatever the umask)."""
-    while True:
-        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
-        except FileExistsError:
-            continue
-
-
 def _entries(directory: Path) -> list[Path]:
     """What a directory holds, apart from its lock file."""
     return [p for p in directory.iterdir() if p.name != LOCK]
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def count_kept(directory: Path) -> int:

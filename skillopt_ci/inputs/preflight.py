@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from skillopt_ci.core.skill import Skill, estimate_tokens
 from skillopt_ci.core.task import Task
@@ -23,13 +23,24 @@ from skillopt_ci.inputs.config import GatePolicy, Limits, ModelSpec
 from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.inputs.yamlfile import Problem
 
-if TYPE_CHECKING:
-    from skillopt_ci.engine.runner import EvalPlan
-
 ASSUMED_OUTPUT_TOKENS = 512  # per rollout, unless the model's params set max_tokens
 JUDGE_INSTRUCTION_TOKENS = 400
 JUDGE_OUTPUT_TOKENS = 200
 LISTED = 3  # oversized prompts named one by one before "and N more"
+
+
+class Plan(Protocol):
+    """What :func:`plan_warnings` reads of an evaluation plan (``engine.runner.EvalPlan``, which
+    sits a layer above: inputs import nothing from the engine)."""
+
+    @property
+    def skill(self) -> Skill: ...
+
+    @property
+    def suite(self) -> Suite: ...
+
+    @property
+    def tasks(self) -> Sequence[Task]: ...
 
 
 def warning(file: str, message: str) -> Problem:
@@ -80,7 +91,7 @@ def gate_power_warning(suite: Suite, gate: GatePolicy, where: str) -> list[Probl
                            "gate.repeats")]
 
 
-def plan_warnings(plan: EvalPlan, limits: Limits) -> list[Problem]:
+def plan_warnings(plan: Plan, limits: Limits) -> list[Problem]:
     """Warnings about what ``plan`` would evaluate: its skill and its tasks' prompts."""
     return skill_warnings(plan.skill, plan.skill.path or plan.skill.name, limits) + prompt_warnings(
         plan.suite, plan.tasks, limits)

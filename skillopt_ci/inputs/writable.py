@@ -1,4 +1,8 @@
-"""Up-front checks that a path the user gave can be written, and one line for a file-system error.
+"""Writing files: up-front checks that a path the user gave can be written, atomic writes, and one
+line for a file-system error.
+
+:func:`write_atomic` writes to a temporary name and renames, so a reader sees the old file or the
+new one, never a part; secrets are redacted on the way.
 
 A path mistake (``--out`` naming a file, ``--html`` naming a directory, a cache or runs directory
 under a file or in a place without write permission) is bad input: it is reported before any
@@ -9,11 +13,15 @@ slips past these checks (a race, a full disk) reaches :func:`os_error_message` i
 from __future__ import annotations
 
 import errno
+import json
 import os
+import secrets
 from pathlib import Path
+from typing import Any
 
 from skillopt_ci.core.errors import EXIT_INPUT, EXIT_RUNTIME, InputError
 from skillopt_ci.core.paths import display_path
+from skillopt_ci.core.redact import redact
 
 # errno values that mean "this path cannot be used": the user must pick another one.
 _PATH_MISTAKES = {errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOENT,
@@ -76,3 +84,35 @@ def os_error_message(exc: OSError) -> tuple[str, int] | None:
     code = EXIT_INPUT if exc.errno in _PATH_MISTAKES else EXIT_RUNTIME
     hint = " (check that path and the directories above it)" if code == EXIT_INPUT else ""
     return f"{target}: {reason}{hint}", code
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part.
+    Secrets are redacted on the way (:mod:`skillopt_ci.core.redact`)."""
+    text = redact(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _create_temp(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new file next to ``path``, created with mode 0666 so the umask decides its permissions
+    (``tempfile.mkstemp`` would make it 0600 whatever the umask)."""
+    while True:
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# Usage is a record of the core (results carry it); the model interface returns it.
+from skillopt_ci.core.records import Usage
+
 
 @dataclass(frozen=True)
 class Message:
@@ -17,30 +20,6 @@ class Message:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Message:
         return cls(role=str(data["role"]), content=str(data["content"]))
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Token counts. ``None`` means the server did not say (some servers omit usage)."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-
-    def to_dict(self) -> dict[str, int | None]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Usage:
-        data = data or {}
-        return cls(input_tokens=data.get("input_tokens"), output_tokens=data.get("output_tokens"))
-
-    def __add__(self, other: Usage) -> Usage:
-        def add(a: int | None, b: int | None) -> int | None:
-            if a is None and b is None:
-                return None
-            return (a or 0) + (b or 0)
-
-        return Usage(add(self.input_tokens, other.input_tokens), add(self.output_tokens, other.output_tokens))
 
 
 @dataclass(frozen=True)

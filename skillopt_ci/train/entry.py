@@ -24,8 +24,9 @@ from skillopt_ci.engine.runlock import RunLock
 from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.suite import Suite, load_suite
 from skillopt_ci.train.records import TrainingSummary
-from skillopt_ci.train.report import build_summary, render_train_report
+from skillopt_ci.train.report import render_train_report
 from skillopt_ci.train.state import TrainState
+from skillopt_ci.train.summary import build_summary
 from skillopt_ci.train.trainer import Trainer
 
 

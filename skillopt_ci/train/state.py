@@ -7,6 +7,9 @@ buffer and meta skill, the epoch's edit log, the history — lives here, so a re
 same decisions as an uninterrupted one.
 
 Scores are kept as numbers or ``None``, never coerced: a score of 0.0 stays 0.0 across a resume.
+
+The file is versioned (:data:`STATE_SCHEMA_VERSION`); ``load`` reads the current version and
+refuses any other, or a file it cannot read, with one line naming the file and the version.
 """
 
 from __future__ import annotations
@@ -17,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.engine.rundir import write_json_atomic
+from skillopt_ci.inputs.writable import write_json_atomic
+from skillopt_ci.train.history import EpochRecord, StepRecord
+from skillopt_ci.train.optimizer import EpochEdit, OptimizerBuffer
 
 STATE_SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
-
-# Fields of a step record that depend on timing or spend, not on the decisions taken.
-VOLATILE_FIELDS = ("spend", "stats")
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,11 @@ class TrainState:
     versions: list[Version] = field(default_factory=list)
     incumbent: int = 0
     epoch_start: int = 0
-    buffer: dict[str, Any] = field(default_factory=dict)
+    buffer: OptimizerBuffer | None = None  # None until the baseline is scored
     meta_skill: str = ""
-    epoch_log: list[dict[str, Any]] = field(default_factory=list)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    epochs: list[dict[str, Any]] = field(default_factory=list)
+    epoch_log: list[EpochEdit] = field(default_factory=list)
+    history: list[StepRecord] = field(default_factory=list)
+    epochs: list[EpochRecord] = field(default_factory=list)
     spent: Spend = field(default_factory=Spend)
     stopped: str | None = None
     steps_per_epoch: int = 0
@@ -94,17 +96,32 @@ class TrainState:
         return self.versions[self.incumbent]
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["versions"] = [v.to_dict() for v in self.versions]
-        data["spent"] = self.spent.to_dict()
-        return {"schema_version": STATE_SCHEMA_VERSION, **data}
+        return {
+            "schema_version": STATE_SCHEMA_VERSION, "epoch": self.epoch, "step": self.step, "phase": self.phase,
+            "versions": [v.to_dict() for v in self.versions], "incumbent": self.incumbent,
+            "epoch_start": self.epoch_start, "buffer": self.buffer.to_dict() if self.buffer else {},
+            "meta_skill": self.meta_skill, "epoch_log": [e.to_dict() for e in self.epoch_log],
+            "history": [r.to_dict() for r in self.history], "epochs": [e.to_dict() for e in self.epochs],
+            "spent": self.spent.to_dict(), "stopped": self.stopped, "steps_per_epoch": self.steps_per_epoch,
+            "epochs_planned": self.epochs_planned,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainState:
-        values = {k: v for k, v in data.items() if k != "schema_version"}
-        values["versions"] = [Version.from_dict(v) for v in data.get("versions", [])]
-        values["spent"] = Spend.from_dict(data.get("spent"))
-        return cls(**values)
+        """Raises ``KeyError``/``TypeError``/``ValueError`` for a malformed record (``load`` turns
+        them into one line naming the file)."""
+        history = [StepRecord.from_dict(r) for r in data.get("history", [])]
+        return cls(
+            epoch=int(data["epoch"]), step=int(data["step"]), phase=str(data["phase"]),
+            versions=[Version.from_dict(v) for v in data.get("versions", [])],
+            incumbent=int(data["incumbent"]), epoch_start=int(data["epoch_start"]),
+            buffer=OptimizerBuffer.from_dict(data["buffer"]) if data.get("buffer") else None,
+            meta_skill=str(data.get("meta_skill", "")),
+            epoch_log=[EpochEdit.from_dict(e) for e in data.get("epoch_log", [])],
+            history=history, epochs=[_epoch(e, history) for e in data.get("epochs", [])],
+            spent=Spend.from_dict(data.get("spent")), stopped=data.get("stopped"),
+            steps_per_epoch=int(data.get("steps_per_epoch", 0)), epochs_planned=int(data.get("epochs_planned", 0)),
+        )
 
     def save(self, run_dir: Path) -> None:
         write_json_atomic(run_dir / STATE_FILE, self.to_dict())
@@ -118,11 +135,22 @@ class TrainState:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg}", where=str(path), hint="pass --fresh to start over") from None
-        if data.get("schema_version") != STATE_SCHEMA_VERSION:
-            raise InputError("written by another version of skillopt-ci", where=str(path), hint="pass --fresh")
-        return cls.from_dict(data)
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if version != STATE_SCHEMA_VERSION:
+            raise InputError(f"state schema_version {version!r}: this skillopt-ci reads version {STATE_SCHEMA_VERSION}",
+                             where=str(path), hint="pass --fresh to start over")
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"state schema_version {version} could not be read: {type(exc).__name__}: {exc}",
+                             where=str(path), hint="pass --fresh to start over") from None
 
 
-def stable_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The history without the fields that depend on timing or spend (for comparing runs)."""
-    return [{k: v for k, v in record.items() if k not in VOLATILE_FIELDS} for record in history]
+def _epoch(data: dict[str, Any], history: list[StepRecord]) -> EpochRecord:
+    """An epoch record whose slow update is the history's own record (one object, as when written)."""
+    record = EpochRecord.from_dict(data)
+    slow = record.slow_update
+    if slow is None:
+        return record
+    same = next((r for r in history if r.step == slow.step and r == slow), slow)
+    return EpochRecord(record.epoch, same, record.meta_skill)

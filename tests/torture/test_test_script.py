@@ -41,8 +41,10 @@ def _checkout(tmp_path: Path, *, chromium: bool, uid: int) -> tuple[Path, Path, 
     _stub(bin_dir, "apt-get")
     _stub(bin_dir, "sudo", 'exec "$@"')
     _stub(bin_dir, "id", f"echo {uid}; exit 0")
-    # python in the active virtualenv: pip succeeds, pytest reports its TMPDIR and exits 5.
-    _stub(bin_dir, "python", 'case "$*" in *pytest*) echo "TMPDIR=$TMPDIR" >> "$STUB_LOG"; exit 5;; esac')
+    # python in the active virtualenv: pip succeeds, lint-imports exits with $LINT_EXIT (0 unless
+    # set), pytest reports its TMPDIR and exits 5.
+    _stub(bin_dir, "python", 'case "$*" in *importlinter*) exit "${LINT_EXIT:-0}";; '
+                             '*pytest*) echo "TMPDIR=$TMPDIR" >> "$STUB_LOG"; exit 5;; esac')
     if chromium:
         _stub(bin_dir, "chromium")
     log = tmp_path / "calls.log"
@@ -50,6 +52,10 @@ def _checkout(tmp_path: Path, *, chromium: bool, uid: int) -> tuple[Path, Path, 
     env = {"PATH": str(bin_dir), "STUB_LOG": str(log), "VIRTUAL_ENV": str(tmp_path / "venv"), "HOME": str(tmp_path),
            "TMPDIR": str(tmp_path / "tmp")}
     return checkout, log, env
+
+
+LINT_IMPORTS = ("python -c import sys; from importlinter.cli import lint_imports_command; "
+                "sys.exit(lint_imports_command()) --no-cache")
 
 
 def _run(checkout: Path, env: dict[str, str], *args: str) -> tuple[int, list[str]]:
@@ -73,7 +79,7 @@ def test_installs_chromium_when_absent_then_runs_pytest_with_its_exit_code(tmp_p
     checkout, _, env = _checkout(tmp_path, chromium=False, uid=uid)
     code, calls = _run(checkout, env, "-k", "torture")
     assert code == 5  # pytest's exit code comes through
-    assert calls[:-1] == ["id -u", *apt_calls, "python -m pip install --quiet .[test]",
+    assert calls[:-1] == ["id -u", *apt_calls, "python -m pip install --quiet .[test]", LINT_IMPORTS,
                           "python -m pytest -q -n 2 -k torture"]
     _assert_temporary_files_were_removed(calls[-1], tmp_path)
 
@@ -93,6 +99,18 @@ def test_nothing_is_installed_when_chromium_is_present(tmp_path):
     assert not any(c.startswith(("apt-get", "sudo")) for c in calls)
     assert calls[-2] == "python -m pytest -q -n 2"
     _assert_temporary_files_were_removed(calls[-1], tmp_path)
+
+
+def test_a_broken_import_contract_stops_before_pytest_with_its_exit_code(tmp_path):
+    checkout, _, env = _checkout(tmp_path, chromium=True, uid=1000)
+    env["LINT_EXIT"] = "1"
+    bash = shutil.which("bash")
+    assert bash
+    proc = subprocess.run([bash, str(checkout / "test.sh")], env=env, capture_output=True, text=True, timeout=60)
+    calls = Path(env["STUB_LOG"]).read_text().splitlines()
+    assert proc.returncode == 1
+    assert calls[-1] == LINT_IMPORTS and not any("pytest" in c for c in calls)
+    assert "the import contract is broken (lint-imports exited 1)" in proc.stderr
 
 
 def test_readme_quick_start_and_ci_run_use_the_script():

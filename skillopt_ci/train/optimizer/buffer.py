@@ -107,8 +107,12 @@ class OptimizerBuffer:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> OptimizerBuffer:
-        """Also accepts ``{}`` or ``None`` (an empty buffer)."""
+        """Also accepts ``{}`` or ``None`` (an empty buffer). Raises ``ValueError`` for a buffer
+        of another schema version."""
         data = data or {}
+        version = data.get("schema_version", BUFFER_SCHEMA_VERSION)
+        if version != BUFFER_SCHEMA_VERSION:
+            raise ValueError(f"optimizer buffer schema_version {version!r}, expected {BUFFER_SCHEMA_VERSION}")
         return cls(
             rejected=tuple(RejectedEdit.from_dict(r) for r in data.get("rejected", ())),
             failure_counts=MappingProxyType({str(k): int(v) for k, v in dict(data.get("failure_counts", {})).items()}),

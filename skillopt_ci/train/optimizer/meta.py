@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillopt_ci.core.edits import Edit
+from skillopt_ci.core.text import fence
 from skillopt_ci.models.base import Message, ModelCaller, Usage
 from skillopt_ci.prompts.render import render_template
-from skillopt_ci.scorers.judge import fence
 from skillopt_ci.train.optimizer.ask import ask_json
 from skillopt_ci.train.optimizer.buffer import describe_edit
 from skillopt_ci.train.optimizer.proposals import ProposalError, extract_json_object

@@ -20,9 +20,9 @@ from typing import Any
 
 from skillopt_ci.core.edits import Edit
 from skillopt_ci.core.records import TaskResult
+from skillopt_ci.core.text import as_text, fence
 from skillopt_ci.models.base import Message, ModelCaller, Usage
 from skillopt_ci.prompts.render import load_template, render_template
-from skillopt_ci.scorers.judge import as_text, fence
 from skillopt_ci.train.optimizer.ask import ask_json
 from skillopt_ci.train.optimizer.buffer import OptimizerBuffer
 from skillopt_ci.train.optimizer.proposals import ParsedProposal, read_proposal

@@ -17,9 +17,9 @@ from typing import Any
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.skill import PROTECTED_RE, find_protected
+from skillopt_ci.core.text import fence
 from skillopt_ci.models.base import Message, ModelCaller, Usage
 from skillopt_ci.prompts.render import render_template
-from skillopt_ci.scorers.judge import fence
 from skillopt_ci.train.optimizer.ask import ask_json
 from skillopt_ci.train.optimizer.proposals import ProposalError, extract_json_object
 from skillopt_ci.train.optimizer.reflect import system_prompt

@@ -2,7 +2,8 @@
 
 Errors and warnings (``Problem.level``) come from the same checks ``eval``, ``gate`` and
 ``train`` run before they spend anything (:mod:`skillopt_ci.inputs.preflight`), so what validate passes,
-they accept.
+they accept. It sits in the engine layer, not with the inputs it reads, because checking a suite
+builds its scorer (:mod:`skillopt_ci.scorers`, a layer above the inputs).
 """
 
 from __future__ import annotations

@@ -1,0 +1,104 @@
+"""The validation gate of training: a candidate skill replaces the incumbent only if it beats it
+on the same validation tasks and repeats (ties rejected).
+
+Scoring runs hardest tasks first and, with ``train.early_stop``, stops as soon as the candidate
+cannot win any more; the verdict is then :attr:`Verdict.EARLY_REJECTED`, and the reason given is
+the same sentence a full pass gives, because what the optimizer is told must not depend on
+whether scoring stopped early (or early stopping would change later decisions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from skillopt_ci.core.compare import ComparePolicy, compare_results
+from skillopt_ci.core.early_stop import accepts, cannot_win
+from skillopt_ci.core.records import TaskResult
+from skillopt_ci.core.task import Task
+from skillopt_ci.inputs.config import TrainPolicy
+from skillopt_ci.train.evaluate import EarlyStop, StageEvaluator
+from skillopt_ci.train.history import Decision
+from skillopt_ci.train.state import Version
+
+
+class Verdict(str, Enum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    EARLY_REJECTED = "early-rejected"
+    INCONCLUSIVE = "inconclusive"
+
+    @property
+    def decision(self) -> Decision:
+        return Decision.ACCEPTED if self is Verdict.ACCEPTED else Decision.REJECTED
+
+
+@dataclass(frozen=True)
+class GateResult:
+    verdict: Verdict
+    reason: str
+    candidate_val: float | None
+    incumbent_val: float | None
+    delta: float | None = None
+    ci: tuple[float, float] | None = None
+    results: tuple[TaskResult, ...] = ()  # the candidate's validation results (in memory only, for credit)
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict is Verdict.ACCEPTED
+
+    @property
+    def early_stopped(self) -> bool:
+        return self.verdict is Verdict.EARLY_REJECTED
+
+
+@dataclass
+class ValidationGate:
+    evaluator: StageEvaluator
+    val_tasks: Sequence[Task]
+    repeats: int
+    policy: TrainPolicy
+    compare_policy: ComparePolicy
+    incumbent_results: Callable[[Version], list[TaskResult]]
+
+    def judge(self, incumbent: Version, candidate_text: str, step_id: str) -> GateResult:
+        """Score ``candidate_text`` on validation (into ``steps/<step_id>/val``) against ``incumbent``."""
+        base = self.incumbent_results(incumbent)
+        val_ids = [t.id for t in self.val_tasks]
+        measured = [t for t in val_ids if any(r.task_id == t and r.ok for r in base)]
+        stop = EarlyStop(cannot_win(incumbent.val_mean, measured, self.repeats, self.policy.min_gain)) \
+            if self.policy.early_stop else None
+        outcome = self.evaluator.evaluate(candidate_text, "val", f"steps/{step_id}/val", stop_when=stop,
+                                          label=f"{step_id} val", tasks=hardest_first(self.val_tasks, base))
+        rejected = f"validation does not beat the incumbent's {fmt(incumbent.val_mean)}"
+        if stop is not None and stop.fired:
+            return GateResult(Verdict.EARLY_REJECTED, rejected, None, incumbent.val_mean)
+        comparison = compare_results(base, outcome.results, val_ids, self.compare_policy)
+        if comparison.verdict == "inconclusive":
+            return GateResult(Verdict.INCONCLUSIVE, f"inconclusive: {comparison.reason}", None, incumbent.val_mean)
+        if not accepts(comparison.head_mean, comparison.base_mean, self.policy.min_gain):
+            # With early stopping on, a full pass reports what an early stop would: no score.
+            val = None if self.policy.early_stop else comparison.head_mean
+            shown = val is not None
+            return GateResult(Verdict.REJECTED, rejected, val, incumbent.val_mean,
+                              comparison.delta if shown else None, comparison.ci if shown else None)
+        reason = f"validation {comparison.head_mean:.3f} beats the incumbent's {comparison.base_mean:.3f}"
+        return GateResult(Verdict.ACCEPTED, reason, comparison.head_mean, incumbent.val_mean, comparison.delta,
+                          comparison.ci, results=tuple(outcome.results))
+
+
+def hardest_first(tasks: Sequence[Task], incumbent: list[TaskResult]) -> tuple[Task, ...]:
+    """Validation tasks, the ones the incumbent does worst on first. A candidate that fails them
+    too has used up its margin at once: a tie with the incumbent (the most common rejection) is
+    known after those tasks instead of after all of them. The order changes no score and no
+    decision."""
+    score: dict[str, float] = {}
+    for r in incumbent:
+        if r.ok:
+            score[r.task_id] = score.get(r.task_id, 0.0) + float(r.score)  # type: ignore[arg-type]
+    return tuple(sorted(tasks, key=lambda t: score.get(t.id, 0.0)))
+
+
+def fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"

@@ -1,0 +1,69 @@
+"""A training run's summary (``summary.json``), built from its state and run directory.
+
+The baseline is version 0 (the skill as it was); the best is the incumbent at the end. Val and
+test are compared paired, from the versions' results on disk; the report
+(:mod:`skillopt_ci.train.report`) renders what this builds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skillopt_ci.core.compare import ComparePolicy, compare_results
+from skillopt_ci.engine.rundir import RunDir
+from skillopt_ci.train.history import Decision
+from skillopt_ci.train.records import AcceptedEdit, SplitComparison, StepPoint, TrainingSummary
+from skillopt_ci.train.state import TrainState
+
+if TYPE_CHECKING:
+    from skillopt_ci.train.trainer import Trainer
+
+
+def _compare(trainer: Trainer, split: str, base_dir: str, best_dir: str, margin: float = 0.0) -> SplitComparison | None:
+    base_run, best_run = trainer.dir / base_dir, trainer.dir / best_dir
+    if not (base_run / "results.jsonl").exists() or not (best_run / "results.jsonl").exists():
+        return None
+    ids = [t.id for t in trainer.suite.tasks(split)]
+    c = compare_results(RunDir(base_run).load_results(), RunDir(best_run).load_results(), ids,
+                        ComparePolicy.from_gate(trainer.config.gate, margin))
+    return SplitComparison(split, c.base_mean, c.head_mean, c.delta, c.ci, c.verdict, c.n_paired)
+
+
+def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
+    best = state.current
+    val = _compare(trainer, "val", state.versions[0].val_dir, best.val_dir) or SplitComparison(
+        "val", state.versions[0].val_mean, best.val_mean, None, None, "inconclusive", 0)
+    test = _compare(trainer, "test", "versions/v000/test", f"versions/v{best.number:03d}/test",
+                    trainer.policy.test_margin)
+    accepted = [AcceptedEdit(r.step, edit) for r in state.history if r.decision is Decision.ACCEPTED
+                for edit in r.kept_edits()]
+    points = [StepPoint("baseline", state.versions[0].val_mean, state.versions[0].val_mean, "baseline")]
+    points += [StepPoint(r.step, r.outcome.candidate_val, r.outcome.incumbent_val, r.outcome.decision.value)
+               for r in state.history if r.outcome]
+    test_ok = test is None or test.delta is None or test.delta >= -trainer.policy.test_margin
+    improved = best.number != 0 and (val.delta or 0.0) > 0 and test_ok
+    counts = {d: sum(1 for r in state.history if r.decision is d) for d in Decision}
+    stages: dict[str, dict[str, Any]] = {}
+    for record in state.history:
+        for stage, spend in (record.outcome.spend if record.outcome else {}).items():
+            total = stages.setdefault(stage, {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0})
+            total["input_tokens"] += spend.input_tokens
+            total["output_tokens"] += spend.output_tokens
+            total["cost_usd"] = None if total["cost_usd"] is None or spend.cost_usd is None else \
+                round(total["cost_usd"] + spend.cost_usd, 6)
+    spent = state.spent
+    return TrainingSummary(
+        skill={"name": trainer.entry.name, "path": str(trainer.baseline.path), "hash": trainer.baseline.hash},
+        suite={"name": trainer.suite.name, "path": trainer.suite.display, "hash": trainer.suite.hash},
+        baseline_hash=state.versions[0].hash, best_hash=best.hash, final_hash=best.hash, best_version=best.number,
+        val=val, test=test,
+        final_val=best.val_mean, final_test=test.trained if test else None,
+        accepted_edits=tuple(accepted),
+        steps_accepted=counts[Decision.ACCEPTED], steps_rejected=counts[Decision.REJECTED],
+        steps_skipped=counts[Decision.SKIPPED],
+        points=tuple(points),
+        input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
+        cost_usd=spent.cost_usd if spent.cost_known else None, wall_time_s=spent.wall_time_s,
+        improved=improved, complete=state.phase == "done", stopped=state.stopped, run_dir=str(trainer.dir),
+        tokens_by_stage=stages,
+    )
