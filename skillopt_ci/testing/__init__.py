@@ -15,8 +15,6 @@ _EXPORTS = {
     "ScriptedRequest": "skillopt_ci.testing.protocols",
     "RecordedCall": "skillopt_ci.testing.server",
     "ScriptedModelServer": "skillopt_ci.testing.server",
-    "FaultProxy": "skillopt_ci.testing.fault_proxy",
-    "Injection": "skillopt_ci.testing.fault_proxy",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -8,8 +8,9 @@ import threading
 import time
 
 import pytest
+from fakes.fault_proxy import FaultProxy, Injection
 
-from skillopt_ci.testing import FaultProxy, Injection, ScriptedModelServer
+from skillopt_ci.testing import ScriptedModelServer
 
 BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello #t-1#"}]})
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from fakes.fault_proxy import FaultProxy, Injection
 from torture_checks import (
     SECRET_ENV,
     assert_no_secret,
@@ -29,7 +30,7 @@ from torture_checks import (
 from conftest import run_cli, write_project
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.models.retry import with_retries
-from skillopt_ci.testing import FaultProxy, Injection, ScriptedModelServer
+from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.triage import TriagePolicy
 
 I = Injection  # noqa: E741 - the scenario table reads better with a short name
