@@ -63,6 +63,13 @@ class TaskResult:
     finish_reason: str | None = None
     error: dict[str, str] | None = None
     expected: Any = None
+    # What environments beyond ``chat`` add (left out of the JSON when empty, so a chat result
+    # reads as before): the steps as dicts (see core.trajectory.Step), the environment's reward,
+    # the optimizer's bounded rendering, and the workspace files kept in the run directory.
+    trajectory: list[dict[str, Any]] | None = None
+    reward: float | None = None
+    transcript: str | None = None
+    files: list[str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,6 +79,9 @@ class TaskResult:
         data = asdict(self)
         data["usage"] = self.usage.to_dict()
         data["scorer_usage"] = self.scorer_usage.to_dict()
+        for key in _OPTIONAL_RESULT_FIELDS:
+            if data[key] is None:
+                del data[key]
         return {"schema_version": RESULT_SCHEMA_VERSION, **data}
 
     @classmethod
@@ -92,7 +102,14 @@ class TaskResult:
             finish_reason=data.get("finish_reason"),
             error=data.get("error"),
             expected=data.get("expected"),
+            trajectory=data.get("trajectory"),
+            reward=data.get("reward"),
+            transcript=data.get("transcript"),
+            files=data.get("files"),
         )
+
+
+_OPTIONAL_RESULT_FIELDS = ("trajectory", "reward", "transcript", "files")
 
 
 @dataclass(frozen=True)

@@ -1,30 +1,23 @@
-"""The one small model interface every provider implements: messages in, text and usage out."""
+"""The one small model interface every provider implements: messages (and tools) in; text, tool
+calls and usage out."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-# Usage is a record of the core (results carry it); the model interface returns it.
+# Messages and Usage are records of the core (rollouts carry them); the model interface uses them.
+from skillopt_ci.core.messages import ImagePart, Message, ToolCall, ToolSpec
 from skillopt_ci.core.records import Usage
 
-
-@dataclass(frozen=True)
-class Message:
-    role: str  # "system" | "user" | "assistant"
-    content: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Message:
-        return cls(role=str(data["role"]), content=str(data["content"]))
+__all__ = ["Backend", "Completion", "ImagePart", "Message", "ModelCaller", "ToolCall", "ToolSpec", "Usage"]
 
 
 @dataclass(frozen=True)
 class Completion:
-    """What one model call returned."""
+    """What one model call returned: its text (may be empty when it only calls tools), the tool
+    calls it asked for, and why it stopped (``finish_reason`` as the provider said it)."""
 
     text: str
     usage: Usage = field(default_factory=Usage)
@@ -32,6 +25,7 @@ class Completion:
     latency_s: float = 0.0
     cached: bool = False
     cost_usd: float | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class Backend(Protocol):
@@ -43,7 +37,9 @@ class Backend(Protocol):
 
     provider: str
 
-    async def complete(self, messages: list[Message], params: dict[str, Any]) -> Completion: ...
+    async def complete(
+        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = ()
+    ) -> Completion: ...
 
     async def aclose(self) -> None: ...
 
@@ -52,7 +48,16 @@ class ModelCaller(Protocol):
     """What scorers and the engine use to call a model by role, through cache and retries.
 
     ``sample_index`` distinguishes repeats, so that repeated samples are real samples and not
-    cache hits of the first one.
+    cache hits of the first one. ``tools`` are offered to the model (they are part of the cache
+    key); ``context`` (an environment's identity) joins the cache key when given.
     """
 
-    async def complete(self, role: str, messages: list[Message], sample_index: int = 0) -> Completion: ...
+    async def complete(
+        self,
+        role: str,
+        messages: list[Message],
+        sample_index: int = 0,
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: Mapping[str, Any] | None = None,
+    ) -> Completion: ...

@@ -20,7 +20,7 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import clip, quote
 from skillopt_ci.models.base import ModelCaller, Usage
-from skillopt_ci.scorers.options import NoOptions, options_to_dict
+from skillopt_ci.core.options import NoOptions, options_to_dict
 
 FEEDBACK_LIMIT = 300
 

@@ -1,4 +1,4 @@
-"""Typed scorer options: each scorer declares a frozen dataclass; unknown keys are rejected.
+"""Typed options (scorers, environments): each declares a frozen dataclass; unknown keys are rejected.
 
 Supported field types: ``bool``, ``int``, ``float`` (an int is accepted), ``str``,
 ``tuple[str, ...]`` (written as a YAML/JSON list), ``dict[str, Any]``, ``Any`` and ``X | None``.

@@ -1,0 +1,113 @@
+"""The environment seam: an environment turns (skill, task, model caller, sample index, limits)
+into a :class:`~skillopt_ci.core.trajectory.Rollout`.
+
+Environments are built like scorers: a class with a ``name`` and an ``Options`` frozen dataclass
+(the suite's ``environment:`` mapping, ``type`` aside), constructed as ``cls(options, suite_dir)``.
+``identity()`` (name and settings) is part of the run identity (``run.json``) and of the cache
+key of every model call the environment makes. ``run`` never raises for something the rollout
+did (a provider failure, a tool that crashed, too many turns): that becomes ``Rollout.error``
+with the steps kept. It raises :class:`~skillopt_ci.core.errors.InputError` only for a broken
+suite (a tool module that does not load) and lets ``asyncio.CancelledError`` through.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.messages import ImagePart
+from skillopt_ci.core.options import NoOptions, options_to_dict
+from skillopt_ci.core.skill import Skill
+from skillopt_ci.core.task import Task
+from skillopt_ci.core.trajectory import Rollout
+from skillopt_ci.models.base import ModelCaller
+
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
+               ".webp": "image/webp"}
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    """One rollout to run.
+
+    ``prompt`` is the suite's prompt template filled for ``task``; ``suite_dir`` anchors the
+    task's ``files`` and ``images``; ``skill_dir`` is the skill's folder when the skill is an
+    Agent Skills folder (``SKILL.md`` plus resources) to install into a workspace; ``keep_dir``
+    is where small files the rollout wrote are copied (``None``: keep none).
+    """
+
+    skill: Skill
+    task: Task
+    prompt: str
+    suite_dir: Path
+    sample_index: int = 0
+    skill_dir: Path | None = None
+    keep_dir: Path | None = None
+
+
+class Environment(Protocol):
+    name: ClassVar[str]
+
+    def identity(self) -> dict[str, Any]: ...
+
+    async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout: ...
+
+
+class BaseEnvironment:
+    """What every environment shares: options, the suite directory, and its identity."""
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, options: Any, suite_dir: Path):
+        self.options = options
+        self.suite_dir = Path(suite_dir)
+        self.setup()
+
+    def setup(self) -> None:
+        """Check option *meaning* and load what the environment needs; raise ``InputError``."""
+
+    def identity(self) -> dict[str, Any]:
+        return {"type": self.name, **options_to_dict(self.options)}
+
+    @property
+    def is_default(self) -> bool:
+        """True for plain ``chat``: run.json and cache keys then stay what they were before
+        environments existed."""
+        return False
+
+    async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
+        raise NotImplementedError
+
+
+def task_paths(task: Task, key: str) -> dict[str, str]:
+    """The task's ``files`` or ``images`` as {path in the workspace: path relative to the suite
+    directory}. A list keeps each path as it is; a mapping names the workspace path."""
+    value = task.fields.get(key)
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return {value: value}
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return {v: v for v in value}
+    if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return dict(value)
+    raise InputError(f"task {task.id!r}: {key!r} must be a path, a list of paths or a mapping of paths",
+                     where=task.source or None)
+
+
+def task_images(task: Task, suite_dir: Path) -> tuple[ImagePart, ...]:
+    """The images the task references (its ``images`` field), read from the suite directory."""
+    images = []
+    for shown, relative in task_paths(task, "images").items():
+        path = suite_dir / relative
+        media = IMAGE_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        try:
+            images.append(ImagePart(media, path.read_bytes()))
+        except OSError as exc:
+            raise InputError(f"task {task.id!r}: cannot read image {shown!r}: {exc.strerror}",
+                             where=task.source or None) from None
+    return tuple(images)
