@@ -27,7 +27,11 @@ def options_to_dict(options: Any) -> dict[str, Any]:
 
 
 def parse_options(cls: type, raw: dict[str, Any], scorer: str, where: str | None = None) -> Any:
-    """Build ``cls(**raw)`` after checking every key and value type; ``InputError`` otherwise."""
+    """Build ``cls(**raw)`` after checking every key and value type; ``InputError`` otherwise.
+
+    ``scorer`` names the owner in messages: a scorer type (``exact`` → ``scorer "exact"``) or a
+    phrase naming something else (``environment tools``), used as it is."""
+    owner = scorer if " " in scorer else f'scorer "{scorer}"'
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     allowed = ", ".join(fields) or "(none)"
@@ -35,13 +39,13 @@ def parse_options(cls: type, raw: dict[str, Any], scorer: str, where: str | None
     for key, value in raw.items():
         if key not in fields:
             raise InputError(
-                f'unknown option "{key}" for scorer "{scorer}"; allowed options: {allowed}',
+                f'unknown option "{key}" for {owner}; allowed options: {allowed}',
                 where=where,
             )
         ok, converted = _check(hints[key], value)
         if not ok:
             raise InputError(
-                f'option "{key}" of scorer "{scorer}" must be {_describe(hints[key])}, '
+                f'option "{key}" of {owner} must be {_describe(hints[key])}, '
                 f"got {type(value).__name__} {value!r:.60}",
                 where=where,
             )
@@ -49,7 +53,7 @@ def parse_options(cls: type, raw: dict[str, Any], scorer: str, where: str | None
     for name, f in fields.items():
         missing = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if missing and name not in values:
-            raise InputError(f'scorer "{scorer}" needs option "{name}"', where=where)
+            raise InputError(f'{owner} needs option "{name}"', where=where)
     return cls(**values)
 
 

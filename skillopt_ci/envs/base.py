@@ -36,7 +36,8 @@ class RolloutRequest:
     ``prompt`` is the suite's prompt template filled for ``task``; ``suite_dir`` anchors the
     task's ``files`` and ``images``; ``skill_dir`` is the skill's folder when the skill is an
     Agent Skills folder (``SKILL.md`` plus resources) to install into a workspace; ``keep_dir``
-    is where small files the rollout wrote are copied (``None``: keep none).
+    is where small files the rollout wrote are copied (``None``: keep none); ``image_dir`` is
+    where images shown to the model are kept, once each by content (``None``: not kept).
     """
 
     skill: Skill
@@ -46,6 +47,7 @@ class RolloutRequest:
     sample_index: int = 0
     skill_dir: Path | None = None
     keep_dir: Path | None = None
+    image_dir: Path | None = None
 
 
 class Environment(Protocol):
@@ -111,3 +113,18 @@ def task_images(task: Task, suite_dir: Path) -> tuple[ImagePart, ...]:
             raise InputError(f"task {task.id!r}: cannot read image {shown!r}: {exc.strerror}",
                              where=task.source or None) from None
     return tuple(images)
+
+
+def keep_image(image: ImagePart, image_dir: Path | None) -> str:
+    """Store ``image`` under ``image_dir`` by content (once) and return the name a Step records:
+    ``images/<sha256><ext>``, relative to the run directory."""
+    ext = next((e for e, m in IMAGE_TYPES.items() if m == image.media_type), ".bin")
+    name = f"{image.sha256}{ext}"
+    if image_dir is not None:
+        target = image_dir / name
+        if not target.exists():
+            image_dir.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(f".{name}.partial")
+            partial.write_bytes(image.data)
+            partial.replace(target)
+    return f"images/{name}"

@@ -35,7 +35,7 @@ class Suite:
     scorer: Mapping[str, Any]
     splits: Mapping[str, tuple[Task, ...]]
     hash: str
-    environment: str = "chat"
+    environment: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({"type": "chat"}))
     repeats: int = 1
     description: str = ""
     split_files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -91,7 +91,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
     # Even when suite.yaml has schema problems, read the tasks so that every problem is listed.
     prompt = data.get("prompt") if isinstance(data.get("prompt"), str) else DEFAULT_PROMPT
     env = data.get("environment", "chat")
-    env = env.get("type", "chat") if isinstance(env, dict) else env
+    env = dict(env) if isinstance(env, dict) else {"type": env}
     declared = data.get("splits") if isinstance(data.get("splits"), dict) else {}
 
     files = _split_files(path, declared, shown, problems)
@@ -108,7 +108,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
         scorer=MappingProxyType(dict(data["scorer"])),
         splits=MappingProxyType(splits),
         hash=suite_hash(path, files),
-        environment=env,
+        environment=MappingProxyType(env),
         repeats=int(data.get("repeats", 1)),
         description=data.get("description", ""),
         split_files=MappingProxyType({k: f"{shown}/{v.name}" for k, v in files.items()}),
