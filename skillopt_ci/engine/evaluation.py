@@ -203,7 +203,8 @@ class EvalSession:
             return  # refused just below with the missing price
         estimate = estimate_plan(plan.skill, plan.suite, plan.tasks, plan.repeats, target_price=prices[0],
                                  judge_price=prices[1] if judge else None, output_tokens=max_output(target),
-                                 cached=self._cached_probe(plan, target))
+                                 cached=self._cached_probe(plan, target),
+                                 turns=self.environment(plan.suite).max_calls)
         usd = estimate.usd * self.estimate_runs
         left = budgets.max_dollars - self.pool.total_spend().cost_usd
         if usd > left and not self.assume_yes:
