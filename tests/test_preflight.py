@@ -233,7 +233,7 @@ def test_a_multi_turn_environment_is_estimated_at_its_most_turns():
 
     skill = parse_skill("Use the tools.", path="SKILL.md")
     suite = Suite("s", Path("."), "s", "{{ input }}", {"type": "exact"}, {}, "h")
-    tasks = [Task("a", "what is in the file?")]
+    tasks = [Task("a", "what is in the file?", fields={"id": "a", "input": "what is in the file?"})]
     one = estimate_plan(skill, suite, tasks, 1, target_price=(1.0, 2.0), output_tokens=100)
     four = estimate_plan(skill, suite, tasks, 1, target_price=(1.0, 2.0), output_tokens=100, turns=4)
     first = one.input_tokens
