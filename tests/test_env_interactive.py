@@ -328,14 +328,17 @@ def test_text_world_rules():
     world.step("n")
     observation, reward, done = world.step("put coin in chest")
     assert observation.startswith("The chest is closed.") and (reward, done) == (0.0, False)
+    assert world.step("put coin in")[0].startswith("Nothing happens.")
     world.step("open chest")
-    observation, reward, done = world.step("put coin in chest")
+    observation, reward, done = world.step("put the coin into the chest")
     assert (reward, done) == (1.0, True)
     assert observation == ("You put the coin in the chest. You have reached the goal.\n"
                            "You are in the study. You see: a chest (open; holding: coin). Exits: south. "
                            "You carry: nothing.")
     with pytest.raises(ValueError, match="world.rooms must be a non-empty mapping"):
         world.reset({"world": {"rooms": {}}})
+    with pytest.raises(ValueError, match="world.goal must be"):
+        world.reset({"world": {"rooms": {"hall": {}}, "goal": {"put": "key"}}})
 
 
 def solved(skill: str, split: str) -> dict[str, bool]:

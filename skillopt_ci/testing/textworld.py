@@ -109,7 +109,8 @@ class TextWorld:
         if self.room not in rooms:
             raise ValueError(f"world.start {self.room!r} is not a room")
         self.goal = layout.get("goal") or {}
-        if not ({"put", "light"} & set(self.goal)):
+        put, light = self.goal.get("put"), self.goal.get("light")
+        if not ((isinstance(put, list) and len(put) == 2) or isinstance(light, str)):
             raise ValueError("world.goal must be {'put': [thing, container]} or {'light': thing}")
         self.carried: list[str] = []
         self.done = False
@@ -118,7 +119,7 @@ class TextWorld:
     def step(self, action: str) -> tuple[str, float, bool]:
         if self.done:
             return "The episode is over.\n" + self.view(), 0.0, True
-        words = [w for w in re.findall(r"[a-z]+", action.lower()) if w not in ARTICLES]
+        words = ["in" if w == "into" else w for w in re.findall(r"[a-z]+", action.lower()) if w not in ARTICLES]
         result = self._do(words)
         reward = 0.0
         if self._goal_met():
@@ -159,8 +160,8 @@ class TextWorld:
             verb, rest = "go", [verb]
         if verb == "go" and len(rest) == 1:
             return self._go(DIRECTIONS.get(rest[0], rest[0]))
-        if verb == "put" and "in" in rest:
-            cut = rest.index("in")
+        if verb == "put" and "in" in rest[1:-1]:
+            cut = rest.index("in", 1)
             return self._put(" ".join(rest[:cut]), " ".join(rest[cut + 1:]))
         handlers = {"take": self._take, "get": self._take, "drop": self._drop, "open": self._open,
                     "close": self._close, "light": self._light}
