@@ -9,6 +9,7 @@ import json
 import pytest
 from wire_helpers import make_pool, protocol_setup, run_calls, tiny_png
 
+from conftest import run_cli, write_project
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.inputs.config import ModelSpec
 from skillopt_ci.models.base import ImagePart, Message, ToolCall, ToolSpec, Usage
@@ -203,3 +204,29 @@ def test_api_responses_on_anthropic_names_the_key():
     with pytest.raises(InputError) as caught:
         create_backend(spec, {"ANTHROPIC_API_KEY": "k"})
     assert caught.value.where == "models.judge.api" and "responses" in caught.value.message
+
+
+def test_validate_refuses_api_responses_on_anthropic(tmp_path, server):
+    root = write_project(tmp_path / "proj", server.openai_base_url,
+                         {"provider": "anthropic", "model": "claude-haiku-4-5", "api": "responses"})
+    res = run_cli("validate", cwd=root)
+    assert res.code == 2
+    first = res.err.strip().splitlines()[0]
+    assert "skillopt.yml:" in first and "models.target.api" in first and "anthropic" in first
+    res = run_cli("eval", "ticket-triage", "--quiet", cwd=root)
+    assert res.code == 2 and "models.target.api" in res.err and server.call_count == 0
+
+
+def test_validate_accepts_api_responses_and_refuses_unknown_apis(tmp_path, server):
+    root = write_project(tmp_path / "ok", server.openai_base_url, {"api": "responses"})
+    assert run_cli("validate", cwd=root).code == 0
+    root = write_project(tmp_path / "bad", server.openai_base_url, {"api": "completions"})
+    res = run_cli("validate", cwd=root)
+    assert res.code == 2 and "models.target.api" in res.err
+
+
+def test_api_is_in_the_config_snapshot_only_when_not_chat():
+    chat = ModelSpec.from_dict("target", {"provider": "openai", "model": "gpt-4o"})
+    responses = ModelSpec.from_dict("target", {"provider": "openai", "model": "gpt-5", "api": "responses"})
+    assert chat.api == "chat" and "api" not in chat.to_dict()
+    assert responses.to_dict()["api"] == "responses"
