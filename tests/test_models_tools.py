@@ -13,7 +13,9 @@ from conftest import run_cli, write_project
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.inputs.config import ModelSpec
 from skillopt_ci.models.base import ImagePart, Message, ToolCall, ToolSpec, Usage
+from skillopt_ci.models.openai_backend import parse_chat_completion
 from skillopt_ci.models.registry import create_backend
+from skillopt_ci.models.responses_backend import parse_response
 from skillopt_ci.testing import ScriptedModelServer, ScriptedReply, ScriptedToolCall
 
 ADD = ToolSpec("add", "Add two integers.", {"type": "object", "properties": {"a": {"type": "integer"},
@@ -230,3 +232,15 @@ def test_api_is_in_the_config_snapshot_only_when_not_chat():
     responses = ModelSpec.from_dict("target", {"provider": "openai", "model": "gpt-5", "api": "responses"})
     assert chat.api == "chat" and "api" not in chat.to_dict()
     assert responses.to_dict()["api"] == "responses"
+
+
+def test_chat_replies_from_lenient_servers_keep_their_tool_calls_and_refusals():
+    body = {"choices": [{"finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
+            "tool_calls": [{"type": "function", "function": {"name": "add", "arguments": {"a": 1}}}]}}]}
+    done = parse_chat_completion(json.dumps(body).encode(), 0.1)
+    assert done.tool_calls == (ToolCall("call_0", "add", '{"a": 1}'),) and done.text == ""
+    refused = {"choices": [{"finish_reason": "stop", "message": {"content": None, "refusal": "I can't help."}}]}
+    assert parse_chat_completion(json.dumps(refused).encode(), 0.1).text == "I can't help."
+    response = {"status": "completed", "output": [{"type": "reasoning", "summary": []}, {"type": "message", "content": [
+        {"type": "refusal", "refusal": "No."}]}]}
+    assert parse_response(json.dumps(response).encode(), 0.1).text == "No."
