@@ -14,9 +14,9 @@ from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.inputs.config import ModelSpec
 from skillopt_ci.models.base import ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.openai_backend import parse_chat_completion
-from skillopt_ci.models.registry import create_backend
+from skillopt_ci.models.registry import create_backend, resolve_endpoint
 from skillopt_ci.models.responses_backend import parse_response
-from skillopt_ci.testing import ScriptedModelServer, ScriptedReply, ScriptedToolCall
+from skillopt_ci.testing import Fault, ScriptedModelServer, ScriptedReply, ScriptedToolCall
 
 ADD = ToolSpec("add", "Add two integers.", {"type": "object", "properties": {"a": {"type": "integer"},
                                                                             "b": {"type": "integer"}}})
@@ -184,6 +184,9 @@ def test_azure_responses_route_uses_the_deployment_and_a_preview_api_version(tmp
     seen = srv.calls[0].request
     assert seen.protocol == "responses" and seen.model == "my-gpt5-deployment"
     assert seen.headers["api-key"] == "az-key"
+    assert resolve_endpoint(ModelSpec.from_dict("target", spec), env).api_version == "2025-04-01-preview"
+    env["OPENAI_API_VERSION"] = "2025-03-01-preview"
+    assert resolve_endpoint(ModelSpec.from_dict("target", spec), env).api_version == "2025-03-01-preview"
 
 
 def test_responses_sends_max_tokens_as_max_output_tokens(tmp_path, srv):
@@ -244,3 +247,13 @@ def test_chat_replies_from_lenient_servers_keep_their_tool_calls_and_refusals():
     response = {"status": "completed", "output": [{"type": "reasoning", "summary": []}, {"type": "message", "content": [
         {"type": "refusal", "refusal": "No."}]}]}
     assert parse_response(json.dumps(response).encode(), 0.1).text == "No."
+
+
+@pytest.mark.parametrize("fault", [Fault.rate_limit(retry_after=0.01), Fault.server_error(503), Fault.malformed()])
+def test_responses_backend_retries_like_the_others(tmp_path, srv, fault):
+    srv.inject(fault)
+    spec, env = protocol_setup("responses", srv)
+    pool = make_pool(tmp_path, {**spec, "max_retries": 2}, env)
+    (done,) = run_calls(pool, {"messages": QUESTION, "tools": [ADD]})
+    assert done.tool_calls[0].name == "add" and pool.spend["target"].retries == 1
+    assert [c.fault for c in srv.calls] == [fault.kind, None]
