@@ -25,7 +25,7 @@ from skillopt_ci.viewer.steps import ImageStore, sniff_image
 SCRIPT_RESULT = "<script>window.__pwned=1</script>mean = 4.5"
 MARKUP_RESULT = '[click me](http://example.com) **bold** <img src=x onerror="window.__pwned=2"> @octocat #12'
 SVG = b'<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned=3"><circle r="5"/></svg>'
-ARGS = {"code": "import csv\nprint(sum(float(r['x']) for r in csv.DictReader(open('data.csv'))) / 2)"}
+TOOL_ARGS = {"code": "import csv\nprint(sum(float(r['x']) for r in csv.DictReader(open('data.csv'))) / 2)"}
 BAD_ARGS = '{"path": "data.csv", oops'
 LONG_OUTPUT = "\n".join(f"row {i}: {'x' * 40}" for i in range(80))
 
@@ -53,7 +53,7 @@ def tools_trajectory(run: Path) -> tuple[list[dict], dict[str, str]]:
              "svg_as_png": keep(run, SVG + b" ", ".png"), "big": keep(run, png(1, 1) + b"\0" * 1_100_000, ".png")}
     steps = [
         Step("model", "I will compute the mean with python.", usage=Usage(120, 30), elapsed_s=0.8),
-        Step("tool_call", name="python", arguments=json.dumps(ARGS), call_id="call_1", elapsed_s=0.81),
+        Step("tool_call", name="python", arguments=json.dumps(TOOL_ARGS), call_id="call_1", elapsed_s=0.81),
         Step("tool_result", SCRIPT_RESULT, name="python", call_id="call_1", elapsed_s=1.2),
         Step("tool_call", name="read_file", arguments=BAD_ARGS, call_id="call_2", elapsed_s=1.5),
         Step("tool_result", "bad arguments: not valid JSON", name="read_file", call_id="call_2", is_error=True,
@@ -108,7 +108,7 @@ def test_steps_are_numbered_and_tool_arguments_pretty_printed(tools_run):
     assert [s["n"] for s in steps] == list(range(1, 12))
     assert [s["kind"] for s in steps] == ["model", "tool_call", "tool_result", "tool_call", "tool_result", "tool_call",
                                           "tool_result", "observation", "observation", "action", "error"]
-    assert steps[1]["arguments"] == json.dumps(ARGS, indent=2) and steps[1]["arguments_json"] is True
+    assert steps[1]["arguments"] == json.dumps(TOOL_ARGS, indent=2) and steps[1]["arguments_json"] is True
     assert steps[3]["arguments"] == BAD_ARGS and steps[3]["arguments_json"] is False  # shown raw, flagged
     assert steps[4]["is_error"] is True and steps[2]["text"] == SCRIPT_RESULT
     assert steps[7]["reward"] == 0.5 and steps[7]["done"] is False and steps[0]["usage"]["input_tokens"] == 120
