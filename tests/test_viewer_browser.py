@@ -39,7 +39,14 @@ from test_gate import (
     skill_text,
 )
 from test_train import train_project
-from test_viewer_steps import BAD_ARGS, LONG_OUTPUT, MARKUP_RESULT, SCRIPT_RESULT, TOOL_ARGS, write_tools_run
+from test_viewer_steps import (
+    BAD_ARGS,
+    LONG_OUTPUT,
+    MARKUP_RESULT,
+    SCRIPT_RESULT,
+    TOOL_ARGS,
+    write_tools_run,
+)
 
 from conftest import run_cli, write_project
 from skillopt_ci.core.records import EvalSummary

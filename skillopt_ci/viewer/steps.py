@@ -21,6 +21,7 @@ Contract (everything read here came from a model, a task or a tool, so it is onl
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -88,23 +89,32 @@ class ImageStore:
         if path is None:
             return {"name": name, "note": "not in the run directory"}
         try:
-            size = path.stat().st_size
-            if size > self.per_image:
-                return {"name": name, "note": f"not shown: {size:,} bytes, more than the report's "
+            stat = path.stat()
+            if stat.st_size > self.per_image:
+                return {"name": name, "note": f"not shown: {stat.st_size:,} bytes, more than the report's "
                                               f"{self.per_image:,} per image"}
-            if size > self.left:
+            if stat.st_size > self.left:
                 return {"name": name, "note": f"not shown: the report's {self.total:,} bytes of images are spent"}
-            data = path.read_bytes()
+            media_type, src, size = _encode(str(path), stat.st_size, stat.st_mtime_ns)
         except OSError as exc:
             return {"name": name, "note": f"cannot be read: {exc.strerror}"}
-        if len(data) > min(self.per_image, self.left):  # it grew since stat(): look again next time
+        if size > min(self.per_image, self.left):  # it grew since stat(): look again next time
             return {"name": name, "note": "not shown: it changed while the report was written"}
-        media_type = sniff_image(data)
         if media_type is None:
             return {"name": name, "note": "not shown: not a PNG, JPEG, GIF or WebP image"}
-        self.left -= len(data)
-        src = f"data:{media_type};base64," + base64.b64encode(data).decode("ascii")
-        return {"name": name, "src": src, "media_type": media_type, "bytes": len(data)}
+        self.left -= size
+        return {"name": name, "src": src, "media_type": media_type, "bytes": size}
+
+
+@functools.lru_cache(maxsize=32)
+def _encode(path: str, size: int, mtime_ns: int) -> tuple[str | None, str, int]:
+    """An image file's type by its bytes, its data URL and its size. Cached by size and mtime: the
+    live viewer rebuilds a run's bundle every second while the run goes on."""
+    data = Path(path).read_bytes()
+    media_type = sniff_image(data)
+    if media_type is None:
+        return None, "", len(data)
+    return media_type, f"data:{media_type};base64," + base64.b64encode(data).decode("ascii"), len(data)
 
 
 def pretty_arguments(raw: Any) -> tuple[str, bool]:
