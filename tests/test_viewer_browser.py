@@ -660,7 +660,9 @@ def check_trajectory(page: Page, tmp_path: Path, shot: str) -> None:
     assert "not a PNG, JPEG, GIF or WebP" in observation.locator(".image-note").inner_text()
     thumb.click()
     assert "large" in thumb.get_attribute("class")
-    assert "files/csv-mean/0/out.txt" in traj.locator("ul.files").inner_text()
+    assert traj.locator("ul.files li").all_inner_texts() == ["out.txt (4 bytes)", "big.csv (not kept)",
+                                                             "../../../run.json (not kept)"]
+    assert traj.locator("ul.files a").count() == 0
     assert "reward" in traj.locator("table.kv").inner_text()
     steps.scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / shot))

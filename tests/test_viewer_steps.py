@@ -77,12 +77,14 @@ def write_tools_run(run: Path) -> dict[str, str]:
         TaskResult("csv-mean", 0, "What is the mean of column x in data.csv?", "4.5", 0.0, False,
                    feedback="expected 4.25", usage=Usage(500, 80), latency_s=2.4, finish_reason="stop",
                    trajectory=trajectory, reward=0.5, transcript="[model] I will compute…\n[python] mean = 4.5",
-                   files=["files/csv-mean/0/out.txt"]),
+                   files=["out.txt", "big.csv", "../../../run.json"]),
         TaskResult("chat-task", 0, "Say hi", "hi", 1.0, True, usage=Usage(10, 2), latency_s=0.1, finish_reason="stop"),
     ]
     (run / "run.json").write_text(json.dumps({"kind": "eval", "split": "val", "task_ids": ["csv-mean", "chat-task"],
                                               "repeats": 1}))
     (run / "skill.md").write_text("# csv skill\nUse python.\n")
+    (run / "files/csv-mean/0").mkdir(parents=True)
+    (run / "files/csv-mean/0/out.txt").write_text("4.5\n")  # big.csv was too big to keep
     (run / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in results))
     summary = summarize(results, ["csv-mean", "chat-task"], skill={"name": "csv-skill", "hash": "0" * 64, "tokens": 9},
                         suite={"name": "csv", "hash": "1" * 64}, split="val",
@@ -112,7 +114,10 @@ def test_steps_are_numbered_and_tool_arguments_pretty_printed(tools_run):
     assert steps[3]["arguments"] == BAD_ARGS and steps[3]["arguments_json"] is False  # shown raw, flagged
     assert steps[4]["is_error"] is True and steps[2]["text"] == SCRIPT_RESULT
     assert steps[7]["reward"] == 0.5 and steps[7]["done"] is False and steps[0]["usage"]["input_tokens"] == 120
-    assert results["csv-mean"]["reward"] == 0.5 and results["csv-mean"]["files"] == ["files/csv-mean/0/out.txt"]
+    assert results["csv-mean"]["reward"] == 0.5
+    # Files the rollout wrote, with a size when the run directory kept a copy (and only inside it).
+    assert results["csv-mean"]["files"] == [{"path": "out.txt", "bytes": 4}, {"path": "big.csv", "bytes": None},
+                                            {"path": "../../../run.json", "bytes": None}]
     # A chat result reads exactly as before: none of the new keys.
     assert not {"trajectory", "reward", "transcript", "files"} & set(results["chat-task"])
 

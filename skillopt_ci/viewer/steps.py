@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from skillopt_ci.core.names import slug
+
 MAX_STEPS = 400  # per result in a bundle; results.jsonl keeps them all
 MAX_FILES = 200  # kept-file names listed per result
 IMAGE_BYTES = 1_000_000  # one image embedded at most this big
@@ -171,7 +173,8 @@ def view_trajectory(steps: Any, cut: Callable[[Any], Any], images: ImageStore, e
 
 def result_extras(r: dict[str, Any], cut: Callable[[Any], Any], images: ImageStore, eval_dir: Path) -> dict[str, Any]:
     """What a result of an environment beyond ``chat`` adds to its bundle entry (nothing for a
-    chat result, so its entry reads as before): trajectory, reward, transcript, kept files."""
+    chat result, so its entry reads as before): trajectory, reward, transcript, and the files the
+    rollout wrote (each with its size when the run directory kept a copy)."""
     out: dict[str, Any] = {}
     if isinstance(r.get("trajectory"), list):
         out["trajectory"] = view_trajectory(r["trajectory"], cut, images, eval_dir)
@@ -180,7 +183,20 @@ def result_extras(r: dict[str, Any], cut: Callable[[Any], Any], images: ImageSto
     if r.get("transcript"):
         out["transcript"] = cut(str(r["transcript"]))
     if isinstance(r.get("files"), list) and r["files"]:
-        out["files"] = [str(f) for f in r["files"][:MAX_FILES]]
+        kept = eval_dir / "files" / slug(str(r.get("task_id"))) / str(r.get("repeat"))
+        out["files"] = [kept_file(kept, str(f)) for f in r["files"][:MAX_FILES]]
         if len(r["files"]) > MAX_FILES:
             out["files_omitted"] = len(r["files"]) - MAX_FILES
     return out
+
+
+def kept_file(kept: Path, relative: str) -> dict[str, Any]:
+    """A file the rollout wrote: ``{"path", "bytes"}`` when its copy is in the run directory
+    (under ``files/<task>/<repeat>/``), ``bytes`` ``None`` when it was not kept (too big)."""
+    try:
+        path = (kept / relative).resolve()
+        inside = kept.resolve() in path.parents
+        size = path.stat().st_size if inside and path.is_file() else None
+    except (OSError, ValueError):
+        size = None
+    return {"path": relative, "bytes": size}

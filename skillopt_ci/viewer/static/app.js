@@ -941,9 +941,11 @@
   }
 
   function filesBlock(r) {
-    return [el("h4", { text: "Files kept" }), el("ul", { class: "files" }, r.files.map((f) => el("li", null, el("code", { text: f })))),
-      r.files_omitted ? el("p", { class: "note", text: `and ${r.files_omitted} more` }) : null,
-      el("p", { class: "meta", text: "written by the rollout; kept in the run directory under files/<task id>/<repeat>/" })];
+    const size = (f) => (typeof f.bytes === "number" ? ` (${fmt.int(f.bytes)} bytes)` : " (not kept: too big)");
+    return [el("h4", { text: "Files written" }), el("ul", { class: "files" }, r.files.map((f) =>
+      el("li", { class: typeof f.bytes === "number" ? "kept" : "not-kept" }, el("code", { text: f.path }), size(f)))),
+    r.files_omitted ? el("p", { class: "note", text: `and ${r.files_omitted} more` }) : null,
+    el("p", { class: "meta", text: "copies are kept in the run directory under files/<task>/<repeat>/ while their total is small" })];
   }
 
   function transcriptBlock(text) {
