@@ -941,7 +941,7 @@
   }
 
   function filesBlock(r) {
-    const size = (f) => (typeof f.bytes === "number" ? ` (${fmt.int(f.bytes)} bytes)` : " (not kept: too big)");
+    const size = (f) => (typeof f.bytes === "number" ? ` (${fmt.int(f.bytes)} bytes)` : " (not kept)");
     return [el("h4", { text: "Files written" }), el("ul", { class: "files" }, r.files.map((f) =>
       el("li", { class: typeof f.bytes === "number" ? "kept" : "not-kept" }, el("code", { text: f.path }), size(f)))),
     r.files_omitted ? el("p", { class: "note", text: `and ${r.files_omitted} more` }) : null,
