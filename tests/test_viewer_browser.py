@@ -625,7 +625,7 @@ def check_trajectory(page: Page, tmp_path: Path, shot: str) -> None:
     page.locator("#results-table tbody tr", has_text="csv-mean").click()
     traj = page.locator("#trajectory")
     steps = traj.locator("details.steps")
-    assert "11 steps · 3 tool calls · 1 action · 2 errors · 300.00s" in steps.locator("summary").inner_text()
+    assert "11 steps · 3 tool calls · 1 action · 2 errors · 5 images · 300.00s" in steps.locator("summary").inner_text()
     assert not traj.locator("li.step").first.is_visible()  # collapsed until asked for
     steps.locator("summary").click()
     items = traj.locator("li.step")

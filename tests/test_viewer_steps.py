@@ -20,7 +20,7 @@ from skillopt_ci.core.records import TaskResult, Usage, summarize
 from skillopt_ci.core.trajectory import Step
 from skillopt_ci.viewer.bundle import TEXT_CHARS, build_bundle
 from skillopt_ci.viewer.report import write_html_report
-from skillopt_ci.viewer.steps import ImageStore, sniff_image
+from skillopt_ci.viewer.steps import MAX_STEPS, ImageStore, sniff_image, view_trajectory
 
 SCRIPT_RESULT = "<script>window.__pwned=1</script>mean = 4.5"
 MARKUP_RESULT = '[click me](http://example.com) **bold** <img src=x onerror="window.__pwned=2"> @octocat #12'
@@ -200,3 +200,20 @@ def test_long_step_texts_are_cut_in_the_report_and_counted(tmp_path):
     step = results_of(bundle)["csv-mean"]["trajectory"][0]
     assert step["text"].startswith("y" * TEXT_CHARS) and "truncated in this report" in step["text"]
     assert bundle["limits"]["truncated"] >= 1
+
+
+def test_a_very_long_trajectory_keeps_its_start_and_end_with_a_gap_between(tmp_path):
+    steps = [Step("model", f"turn {i}").to_dict() for i in range(MAX_STEPS + 50)]
+    shown = view_trajectory(steps, lambda v: v, ImageStore(tmp_path), tmp_path)
+    half = MAX_STEPS // 2
+    assert len(shown) == MAX_STEPS + 1
+    assert shown[half] == {"kind": "gap", "n": half + 1, "omitted": 50}
+    assert [s["n"] for s in shown[:half]] == list(range(1, half + 1))
+    assert shown[-1]["n"] == MAX_STEPS + 50 and shown[-1]["text"] == f"turn {MAX_STEPS + 49}"
+
+
+def test_a_malformed_step_is_shown_as_an_error_not_a_crash(tmp_path):
+    shown = view_trajectory(["oops", {"kind": "tool_call", "arguments": {"a": 1}, "images": "x"}],
+                            lambda v: v, ImageStore(tmp_path), tmp_path)
+    assert shown[0] == {"n": 1, "kind": "error", "text": '(not a step: "oops")'}
+    assert shown[1] == {"n": 2, "kind": "tool_call", "arguments": '{\n  "a": 1\n}', "arguments_json": True}

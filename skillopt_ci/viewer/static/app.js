@@ -886,10 +886,11 @@
   function stepSummary(steps) {
     const real = realSteps(steps), count = (kind) => real.filter((s) => s.kind === kind).length;
     const errors = real.filter((s) => s.kind === "error" || s.is_error === true).length;
+    const images = real.reduce((n, s) => n + (Array.isArray(s.images) ? s.images.length : 0), 0);
     const last = real.length ? real[real.length - 1].elapsed_s : null;
     return [plural(stepTotal(steps), "step"), count("tool_call") && plural(count("tool_call"), "tool call"),
       count("action") && plural(count("action"), "action"), errors && plural(errors, "error"),
-      typeof last === "number" && fixed(last, 2) + "s"].filter(Boolean).join(" · ");
+      images && plural(images, "image"), typeof last === "number" && fixed(last, 2) + "s"].filter(Boolean).join(" · ");
   }
 
   function stepsBlock(row, steps) {
