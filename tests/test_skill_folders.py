@@ -1,0 +1,142 @@
+"""Skills as folders: ``SKILL.md`` plus resources is one skill, hashed, versioned and trained as
+one; only ``SKILL.md`` is ever edited."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.skill import load_skill, parse_skill, skill_hash
+from skillopt_ci.inputs.suite import load_suite
+from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.train.evaluate import StageEvaluator
+from skillopt_ci.train.state import TrainState
+from test_train import SKILL, train, train_project
+
+TEXT = "---\nname: demo\ndescription: A demo skill.\n---\nAnswer briefly.\n"
+
+
+def folder_skill(root: Path) -> Path:
+    folder = root / "demo"
+    (folder / "scripts").mkdir(parents=True)
+    (folder / "references").mkdir()
+    (folder / "SKILL.md").write_text(TEXT)
+    (folder / "scripts" / "check.py").write_text("print('ok')\n")
+    (folder / "references" / "api.md").write_text("# API\n")
+    return folder
+
+
+def test_a_lone_skill_file_keeps_the_hash_of_its_text(tmp_path):
+    (tmp_path / "demo.md").write_text(TEXT)
+    skill = load_skill(tmp_path / "demo.md")
+    assert skill.hash == "0d4b7985852fa5c39831c05a08cc46d778233eb8c9a68fc830bfae7517d5c5b1"
+    assert skill.folder is None and skill.resources == ()
+    assert skill.identity() == {"name": "demo", "path": str(tmp_path / "demo.md"), "hash": skill.hash,
+                                "tokens": skill.tokens}
+    # A SKILL.md alone in its folder is a lone file too.
+    (tmp_path / "solo").mkdir()
+    (tmp_path / "solo" / "SKILL.md").write_text(TEXT)
+    solo = load_skill(tmp_path / "solo")
+    assert solo.folder is None and solo.hash == skill.hash
+
+
+def test_a_skill_folder_hashes_every_file_and_skips_junk(tmp_path):
+    folder = folder_skill(tmp_path)
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (folder / "scripts" / "__pycache__").mkdir()
+    (folder / "scripts" / "__pycache__" / "check.cpython-311.pyc").write_bytes(b"\0junk")
+    (folder / ".DS_Store").write_bytes(b"junk")
+    skill = load_skill(folder / "SKILL.md")
+    assert skill.folder == folder.resolve()
+    assert skill.resources == (
+        ("references/api.md", hashlib.sha256(b"# API\n").hexdigest()),
+        ("scripts/check.py", hashlib.sha256(b"print('ok')\n").hexdigest()),
+    )
+    assert skill.hash != hashlib.sha256(TEXT.encode()).hexdigest()
+    assert skill.identity()["resources"] == [{"path": p, "sha256": h} for p, h in skill.resources]
+    # Any byte of any resource is part of the identity; junk is not.
+    (folder / ".DS_Store").write_bytes(b"other junk")
+    assert load_skill(folder).hash == skill.hash
+    (folder / "scripts" / "check.py").write_text("print('changed')\n")
+    assert load_skill(folder).hash != skill.hash
+
+
+def test_a_symlink_inside_the_folder_is_followed_one_outside_is_refused(tmp_path):
+    folder = folder_skill(tmp_path)
+    os.symlink("api.md", folder / "references" / "alias.md")
+    skill = load_skill(folder)
+    assert ("references/alias.md", hashlib.sha256(b"# API\n").hexdigest()) in skill.resources
+    (tmp_path / "secret.txt").write_text("outside\n")
+    os.symlink(tmp_path / "secret.txt", folder / "scripts" / "leak.txt")
+    with pytest.raises(InputError) as exc:
+        load_skill(folder / "SKILL.md", display="skills/demo/SKILL.md")
+    assert exc.value.where == "skills/demo/scripts/leak.txt"
+    assert "outside the skill folder" in exc.value.message
+
+
+def test_validate_names_a_symlink_leaving_the_skill_folder(project, tmp_path):
+    (tmp_path / "elsewhere.md").write_text("not part of the skill\n")
+    os.symlink(tmp_path / "elsewhere.md", project / "skills" / "ticket-triage" / "notes.md")
+    res = run_cli("validate", cwd=project)
+    assert res.code == 2
+    assert "skills/ticket-triage/notes.md" in res.out + res.err
+    assert "outside the skill folder" in res.out + res.err
+
+
+def test_a_candidate_keeps_the_folder_and_only_its_text_changes(tmp_path):
+    folder = folder_skill(tmp_path)
+    parent = load_skill(folder)
+    suite = load_suite(Path(__file__).parent.parent / "skillopt_ci/inputs/example/eval_suites/ticket-triage")
+    evaluator = StageEvaluator(None, suite, "demo", tmp_path / "run", 1, lambda: None, parent=parent)  # type: ignore[arg-type]
+    same = evaluator.candidate(TEXT)
+    assert same.hash == parent.hash and same.folder == parent.folder
+    edited = evaluator.candidate(TEXT + "Cite the reference.\n")
+    assert edited.resources == parent.resources and edited.folder == parent.folder
+    assert edited.hash == skill_hash(edited.text, parent.resources) != parent.hash
+    # Parsing still applies: a broken front matter in a candidate is an error, as in a file.
+    with pytest.raises(InputError):
+        evaluator.candidate("---\nname: [\n---\n")
+    assert parse_skill(TEXT).hash == hashlib.sha256(TEXT.encode()).hexdigest()
+
+
+def test_training_a_folder_skill_versions_the_folder(tmp_path):
+    with ScriptedModelServer(SimulatedModels()) as server:
+        project = train_project(tmp_path / "p", server.openai_base_url, train={"epochs": 1})
+        check = project / "skills" / "ticket-triage" / "scripts" / "check.py"
+        check.parent.mkdir()
+        check.write_text("print('check')\n")
+        run = tmp_path / "run"
+        res = train(project, run)
+    assert res.code == 0, res.err
+    resources = (("scripts/check.py", hashlib.sha256(b"print('check')\n").hexdigest()),)
+    state = TrainState.load(run)
+    assert len(state.versions) >= 2  # at least one accepted edit
+    for version in state.versions:
+        text = (run / "skills" / f"v{version.number:03d}.md").read_text()
+        assert version.hash == skill_hash(text, resources) != hashlib.sha256(text.encode()).hexdigest()
+        # What was evaluated is that version with its folder (the eval run's identity says so).
+        manifest = json.loads((run / version.val_dir / "run.json").read_text())
+        assert manifest["skill_hash"] == version.hash
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["skill"]["resources"] == [{"path": "scripts/check.py", "sha256": resources[0][1]}]
+    assert summary["baseline_hash"] == load_skill(project / SKILL).hash
+    # The skill folder on disk is untouched: training edits SKILL.md's text only.
+    assert check.read_text() == "print('check')\n"
+
+
+def test_validate_warns_when_the_suite_lives_in_the_skill_folder(project):
+    data = yaml.safe_load((project / "skillopt.yml").read_text())
+    (project / "eval_suites" / "ticket-triage").rename(project / "skills" / "ticket-triage" / "evals")
+    data["skills"][0]["suite"] = "skills/ticket-triage/evals"
+    (project / "skillopt.yml").write_text(yaml.safe_dump(data))
+    res = run_cli("validate", cwd=project)
+    assert "the suite is inside the skill's folder" in res.out + res.err
