@@ -19,6 +19,7 @@ from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SimulatedModels
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.state import TrainState
+from test_gate import commit_on_branch, gate_json, git, make_repo
 from test_train import SKILL, train, train_project
 
 TEXT = "---\nname: demo\ndescription: A demo skill.\n---\nAnswer briefly.\n"
@@ -140,3 +141,62 @@ def test_validate_warns_when_the_suite_lives_in_the_skill_folder(project):
     (project / "skillopt.yml").write_text(yaml.safe_dump(data))
     res = run_cli("validate", cwd=project)
     assert "the suite is inside the skill's folder" in res.out + res.err
+
+
+def folder_repo(tmp_path: Path, base_url: str) -> Path:
+    """The example project in a git repository whose skill is a folder with a script."""
+    root = make_repo(tmp_path, base_url)
+    (root / "skills/ticket-triage/scripts").mkdir()
+    (root / "skills/ticket-triage/scripts/check.py").write_text("print('v1')\n")
+    (root / "skills/ticket-triage/references").mkdir()
+    (root / "skills/ticket-triage/references/labels.md").write_text("# Labels\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "folder skill")
+    return root
+
+
+def run_hash(run: Path) -> str:
+    return json.loads((run / "run.json").read_text())["skill_hash"]
+
+
+def test_a_pr_changing_only_a_script_of_a_skill_folder_gates_the_skill(tmp_path, server):
+    root = folder_repo(tmp_path, server.openai_base_url)
+    base_skill = load_skill(root / SKILL)
+    commit_on_branch(root, "script", {"skills/ticket-triage/scripts/check.py": "print('v2')\n",
+                                      "skills/ticket-triage/references/new.md": "# New\n",
+                                      "skills/ticket-triage/scripts/__pycache__/check.cpython-311.pyc": "junk"})
+    out = tmp_path / "g"
+    res = run_cli("gate", "--base", "main", "--head", "script", "--out", str(out), "--quiet", cwd=root)
+    assert res.code == 0, res.err
+    skill = gate_json(out)["skills"][0]
+    assert skill["status"] == "modified" and skill["verdict"] == "unchanged"
+    assert skill["files"] == [{"path": "references/new.md", "change": "added"},
+                              {"path": "scripts/check.py", "change": "changed"}]
+    assert "references/new.md added, scripts/check.py changed" in (out / "report.md").read_text()
+    assert "ticket-triage: references/new.md added, scripts/check.py changed" in res.out
+    # Each side ran with its own folder: the base's script, not the checked-out one.
+    assert run_hash(out / "ticket-triage" / "base") == base_skill.hash
+    head_skill = load_skill(root / SKILL)  # the branch is checked out
+    assert run_hash(out / "ticket-triage" / "head") == head_skill.hash != base_skill.hash
+
+
+def test_a_junk_file_in_a_skill_folder_is_no_change(tmp_path, server):
+    root = folder_repo(tmp_path, server.openai_base_url)
+    commit_on_branch(root, "junk", {"skills/ticket-triage/.DS_Store": "junk"})
+    res = run_cli("gate", "--base", "main", "--head", "junk", "--out", str(tmp_path / "g"), "--quiet", cwd=root)
+    assert res.code == 0 and server.call_count == 0
+    assert gate_json(tmp_path / "g")["verdict"] == "skipped"
+
+
+def test_the_working_tree_gate_sees_a_new_file_in_the_skill_folder(tmp_path, server):
+    root = folder_repo(tmp_path, server.openai_base_url)
+    (root / "skills/ticket-triage/scripts/extra.sh").write_text("echo hi\n")
+    (root / "skills/ticket-triage/references/labels.md").unlink()
+    out = tmp_path / "g"
+    res = run_cli("gate", "--out", str(out), "--quiet", cwd=root)
+    assert res.code == 0, res.err
+    skill = gate_json(out)["skills"][0]
+    assert skill["status"] == "modified"
+    assert skill["files"] == [{"path": "references/labels.md", "change": "deleted"},
+                              {"path": "scripts/extra.sh", "change": "added"}]
+    assert run_hash(out / "ticket-triage" / "head") == load_skill(root / SKILL).hash
