@@ -291,10 +291,11 @@ def test_task_files_and_images_in_subfolders_are_part_of_the_suite_hash(project)
     assert load_suite(project / SUITE).hash == changed_csv
 
 
-def test_a_changed_image_invalidates_a_resumed_run(project):
+@pytest.mark.parametrize("field", ["images", "files"])
+def test_a_changed_image_invalidates_a_resumed_run(project, field):
     (project / SUITE / "img").mkdir()
     (project / SUITE / "img" / "shot.png").write_bytes(png((255, 0, 0)))
-    set_task_fields(project, 1, images="img/shot.png")
+    set_task_fields(project, 1, **{field: "img/shot.png"})
     out = project / "run"
     assert run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project).code == 0
     again = run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project)
