@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_gate import commit_on_branch, gate_json, git, make_repo
+from test_train import SKILL, train, train_project
 
 from conftest import run_cli
 from skillopt_ci.core.errors import InputError
@@ -19,8 +21,6 @@ from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SimulatedModels
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.state import TrainState
-from test_gate import commit_on_branch, gate_json, git, make_repo
-from test_train import SKILL, train, train_project
 
 TEXT = "---\nname: demo\ndescription: A demo skill.\n---\nAnswer briefly.\n"
 
@@ -82,6 +82,21 @@ def test_a_symlink_inside_the_folder_is_followed_one_outside_is_refused(tmp_path
         load_skill(folder / "SKILL.md", display="skills/demo/SKILL.md")
     assert exc.value.where == "skills/demo/scripts/leak.txt"
     assert "outside the skill folder" in exc.value.message
+
+
+def test_a_dangling_link_and_a_huge_tree_are_named(tmp_path, monkeypatch):
+    import skillopt_ci.core.skill as skill_module
+
+    folder = folder_skill(tmp_path)
+    os.symlink("gone.md", folder / "references" / "old.md")
+    with pytest.raises(InputError) as exc:
+        load_skill(folder, display="demo")
+    assert exc.value.where == "demo/references/old.md" and "points nowhere" in exc.value.message
+    (folder / "references" / "old.md").unlink()
+    monkeypatch.setattr(skill_module, "MAX_RESOURCES", 1)
+    with pytest.raises(InputError) as exc:
+        load_skill(folder, display="demo")
+    assert exc.value.where == "demo" and "more than 1 files" in exc.value.message
 
 
 def test_validate_names_a_symlink_leaving_the_skill_folder(project, tmp_path):

@@ -37,6 +37,7 @@ SKILL_FILE = "SKILL.md"
 JUNK_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 JUNK_FILES = frozenset({".DS_Store", "Thumbs.db"})
 JUNK_SUFFIXES = (".pyc", ".pyo")
+MAX_RESOURCES = 10_000  # far beyond any real skill; stops a SKILL.md at a repository's top hashing it all
 
 
 @dataclass(frozen=True)
@@ -270,23 +271,29 @@ def folder_resources(folder: Path, *, display: str | None = None) -> tuple[tuple
     found: list[tuple[str, str]] = []
     for current, dirs, files in os.walk(root):
         here = Path(current)
-        dirs[:] = sorted(d for d in dirs if not is_junk(d, directory=True) and _inside(here / d, root, shown))
-        dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
+        # _check_link raises for a link out of the folder; links to directories inside are skipped.
+        dirs[:] = sorted(d for d in dirs if not is_junk(d, directory=True) and not _check_link(here / d, root, shown))
         for name in files:
             path = here / name
             rel = path.relative_to(root).as_posix()
-            if rel == SKILL_FILE or is_junk(name, directory=False) or not _inside(path, root, shown):
+            if rel == SKILL_FILE or is_junk(name, directory=False):
                 continue
+            _check_link(path, root, shown)
             if not path.is_file():
                 continue  # sockets, fifos: not content
+            if len(found) >= MAX_RESOURCES:
+                raise InputError(f"the skill folder has more than {MAX_RESOURCES} files", where=shown,
+                                 hint="a skill folder holds SKILL.md and its own resources only; "
+                                      "is SKILL.md at the top of a larger tree?")
             found.append((rel, _file_digest(path, f"{shown}/{rel}")))
     return tuple(sorted(found))
 
 
-def _inside(path: Path, root: Path, shown: str) -> bool:
-    """True when ``path`` (after links) is inside ``root``; raises for a link leaving it."""
+def _check_link(path: Path, root: Path, shown: str) -> bool:
+    """True when ``path`` is a symbolic link (to somewhere inside ``root``); raises for a link
+    that leaves ``root`` or points nowhere."""
     if not path.is_symlink():
-        return True
+        return False
     rel = path.relative_to(root).as_posix()
     try:
         target = path.resolve(strict=True)
