@@ -247,3 +247,21 @@ def test_task_images_go_with_the_prompt_and_are_kept_once(tmp_path):
     shown = result.steps[0]
     assert shown.kind == "observation" and len(shown.images) == 1
     assert (tmp_path / "run" / shown.images[0]).read_bytes() == png
+
+
+def test_a_rollout_is_cached_only_when_every_call_was_and_cost_is_unknown_when_one_is(tmp_path):
+    from dataclasses import replace
+    suite = make_suite(tmp_path)
+    hit = replace(turn(call("list_files")), cached=True)
+    _, all_hits = rollout(suite, ScriptedCaller(hit, replace(reply("x"), cached=True)))
+    _, one_miss = rollout(suite, ScriptedCaller(hit, replace(reply("x"), cost_usd=None)))
+    all_hits.close()
+    one_miss.close()
+    assert all_hits.cached and all_hits.cost_usd == pytest.approx(0.003)
+    assert not one_miss.cached and one_miss.cost_usd is None
+
+
+def test_a_task_file_placed_outside_the_workspace_is_an_input_error(tmp_path):
+    suite = make_suite(tmp_path, {"a.csv": "x\n"})
+    with pytest.raises(InputError, match="task 't1': "):
+        rollout(suite, ScriptedCaller(), request_for(suite, {"files": {"../a.csv": "a.csv"}}))

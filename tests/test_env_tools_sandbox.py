@@ -85,10 +85,13 @@ def test_a_rollout_and_its_child_processes_are_killed_at_the_time_limit(tmp_path
     marker = f"skillopt-child-{uuid.uuid4().hex}"
     suite = make_suite(tmp_path)
     sleeper = f"{sys.executable} -c 'import time; time.sleep(120)' {marker}"
-    command = f"({sleeper} &) ; {sleeper} & {sleeper}"  # a grandchild, a child and the command itself
+    # a grandchild, a child and the command itself; "started" proves they were launched
+    command = f"({sleeper} &) ; {sleeper} & echo yes > started; {sleeper}"
     model = ScriptedCaller(turn(call("shell", command=command)), reply("never reached"))
     _, result = rollout(suite, model, tools=["shell"], time_limit_s=2, tool_timeout_s=60)
+    launched = (result.workspace / "started").exists()
     result.close()
+    assert launched
     assert result.error is not None and result.error["kind"] == "time_limit"
     assert [s.kind for s in result.steps][:2] == ["model", "tool_call"]
     # the kill is synchronous with the end of the rollout, but reaping an orphan may lag a moment

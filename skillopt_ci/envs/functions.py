@@ -22,6 +22,7 @@ killed) at the limit. What it returns is shown to the model: a string as it is, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import inspect
 import json
@@ -92,10 +93,8 @@ async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], timeout: fl
             outcome = (True, fn(**kwargs))
         except BaseException as exc:  # delivered to the awaiting coroutine
             outcome = (False, exc)
-        try:
+        with contextlib.suppress(RuntimeError):  # abandoned at its limit and the loop is gone
             loop.call_soon_threadsafe(settle, *outcome)
-        except RuntimeError:  # abandoned at its time limit and the loop is gone: nobody waits
-            pass
 
     threading.Thread(target=work, name=f"tool-{getattr(fn, '__name__', 'fn')}", daemon=True).start()
     return await asyncio.wait_for(future, timeout)

@@ -42,7 +42,7 @@ from skillopt_ci.envs.functions import file_digest
 from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.envs.toolbox import BUILTINS, Tool, ToolContext, ToolResult, build_tools, cap
 from skillopt_ci.models.base import Completion, ModelCaller
-from skillopt_ci.sandbox import SandboxLimits, Workspace
+from skillopt_ci.sandbox import SandboxError, SandboxLimits, Workspace
 
 
 @dataclass(frozen=True)
@@ -147,13 +147,18 @@ class ToolsEnvironment(BaseEnvironment):
                 raise InputError(f"task {task.id!r}: file {relative!r} not found in the suite directory",
                                  where=task.source or None)
             files[dest] = source
-        workspace = Workspace.create(files)
+        try:
+            workspace = Workspace.create(files)
+        except SandboxError as exc:
+            raise InputError(f"task {task.id!r}: {exc.message}", where=task.source or None) from None
         folder = self._skill_folder(request)
         if folder is not None:
             try:
                 workspace.install_skill(Path(folder), f"skills/{request.skill.name}", request.skill.text)
-            except BaseException:
+            except BaseException as exc:
                 workspace.cleanup()
+                if isinstance(exc, SandboxError):
+                    raise InputError(f"skill {request.skill.name!r}: {exc.message}", where=request.skill.path or None) from None
                 raise
         return workspace
 
