@@ -4,7 +4,9 @@
 The file is imported by path under a unique module name, so two suites may each have a
 ``scorer.py``; ``sys.path`` is not touched, so the file cannot import its neighbours (it may
 import installed packages). The function receives the output string and the
-:class:`~skillopt_ci.core.task.Task`, and returns one of:
+:class:`~skillopt_ci.core.task.Task` (and, when it has a parameter named ``rollout``, the whole
+:class:`~skillopt_ci.core.trajectory.Rollout`: steps, reward, the workspace while scoring), and
+returns one of:
 
 - ``bool`` — value 1 or 0;
 - a number in [0, 1] — passed when ``>= pass_threshold``;
@@ -19,14 +21,19 @@ data). Any other exception, or a return value of another shape, is a bug in the 
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from skillopt_ci.core.errors import ScorerCrash, ScoringError
+from skillopt_ci.core.errors import InputError, ScorerCrash, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import clip
+from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.inputs.usercode import line_in, load_function, module_path
+from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.scorers.base import Score, Scorer
 
 
@@ -34,6 +41,28 @@ from skillopt_ci.scorers.base import Score, Scorer
 class PythonOptions:
     function: str = "scorer:score"  # "module:function"; module is a .py file in the suite dir
     pass_threshold: float = 0.5
+
+
+def _check_signature(fn: Callable[..., Any], name: str, path: Path) -> None:
+    try:
+        signature = inspect.signature(fn)
+        if "rollout" in signature.parameters:
+            signature.bind("output", "task", rollout=None)
+        else:
+            signature.bind("output", "task")
+    except TypeError:
+        raise InputError(
+            f'python scorer function "{name}" must accept (output, task) or (output, task, rollout)', where=str(path)
+        ) from None
+    except ValueError:  # no signature available (some builtins): find out at call time
+        pass
+
+
+def _takes_rollout(fn: Callable[..., Any]) -> bool:
+    try:
+        return "rollout" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class PythonScorer(Scorer):
@@ -46,13 +75,14 @@ class PythonScorer(Scorer):
             raise self.error(f'function must be "module:function", got "{self.options.function}"')
         self.path = module_path(self.suite_dir, module)
         self.function = function or "score"
-        self.fn = load_function(self.path, self.function)
+        self.fn = load_function(self.path, self.function, accepts=None)
+        _check_signature(self.fn, self.function, self.path)
         if not 0.0 <= self.options.pass_threshold <= 1.0:
             raise self.error(f"pass_threshold must be in [0, 1], got {self.options.pass_threshold}")
 
-    def score(self, output: str, task: Task) -> Score:
+    def score(self, output: str, task: Task, rollout: Rollout | None = None) -> Score:
         try:
-            result = self.fn(output, task)
+            result = self.fn(output, task, rollout=rollout) if rollout is not None else self.fn(output, task)
         except ScoringError:
             raise
         except Exception as exc:
@@ -64,6 +94,13 @@ class PythonScorer(Scorer):
                 where=f"{self.path}:{line}" if line else str(self.path),
             ) from exc
         return self._convert(result, task)
+
+    async def ascore_rollout(self, rollout: Rollout, task: Task, models: ModelCaller | None = None) -> Score:
+        """A function with a ``rollout`` parameter also gets the rollout (its steps, reward and
+        workspace, e.g. to check a file the agent wrote)."""
+        if _takes_rollout(self.fn):
+            return self.score(rollout.output, task, rollout)
+        return self.score(rollout.output, task)
 
     def _convert(self, result: Any, task: Task) -> Score:
         threshold = self.options.pass_threshold
