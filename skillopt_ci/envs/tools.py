@@ -131,7 +131,7 @@ class ToolsEnvironment(BaseEnvironment):
         user = Message("user", (request.prompt, *images) if images else request.prompt)
         if images:
             kept = tuple(keep_image(i, request.image_dir) for i in images)
-            progress.add("observation", text=f"the task shows {len(images)} image(s) with the prompt", images=kept)
+            progress.add("observation", text=request.prompt, images=kept)
         return [Message("system", system), user] if system else [user]
 
     @staticmethod
