@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -269,6 +270,38 @@ def test_the_time_limit_kills_the_command_and_its_children(ws, network):
     assert [p for p in pids if pid_alive(p)] == []
 
 
+def test_background_children_do_not_outlive_a_command_that_ended(ws):
+    result = run(ws, ["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started"])
+    assert (result.exit_code, result.stdout) == (0, "started\n")
+    assert not pid_alive(int(ws.read_text("pid.txt")))
+
+
+@pytest.mark.slow
+def test_a_cancelled_run_kills_its_process_group(ws):
+    async def cancel_soon() -> None:
+        task = asyncio.ensure_future(ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; wait"]))
+        while not (ws.path / "pid.txt").exists() or not ws.read_text("pid.txt").strip():
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_soon())
+    assert not pid_alive(int(ws.read_text("pid.txt")))
+
+
+@pytest.mark.slow
+def test_a_process_that_leaves_the_group_holding_the_pipe_does_not_hang_the_run(ws):
+    script = "setsid sleep 300 & echo $! > pid.txt; echo done"
+    result = run(ws, ["sh", "-c", script], limits=SandboxLimits(network=True))
+    pid = int(ws.read_text("pid.txt"))
+    try:
+        assert (result.exit_code, result.stdout) == (0, "done\n")
+    finally:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.slow
 def test_a_command_printing_50_mb_is_cut_and_drained(ws):
     code = "import sys\nchunk = b'x' * 65536\nfor _ in range(800): sys.stdout.buffer.write(chunk)"
@@ -389,3 +422,35 @@ def test_workspaces_are_removed_after_ctrl_c():
         proc.kill()
     assert "KeyboardInterrupt" in err  # the premise: the script died of Ctrl-C
     assert not path.exists()
+
+
+_RUN_AND_WAIT = """
+import asyncio
+from skillopt_ci.sandbox import SandboxLimits
+asyncio.run(ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started; wait"],
+                   limits=SandboxLimits(wall_s=300)))
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_command_kills_it_and_removes_the_workspace():
+    script = _script_that_keeps_a_workspace("") + _RUN_AND_WAIT
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        path = Path(proc.stdout.readline().strip())
+        pid_file = path / "pid.txt"
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        assert pid_alive(pid)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "KeyboardInterrupt" in err
+    assert not path.exists()
+    assert not pid_alive(pid)

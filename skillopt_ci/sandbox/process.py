@@ -16,6 +16,7 @@ import contextlib
 import os
 import resource
 import signal
+import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -61,20 +62,42 @@ class _Capture:
         self.kept = 0
         self.total = 0
 
-    async def read(self, stream: asyncio.StreamReader) -> None:
-        while True:
-            chunk = await stream.read(_CHUNK)
-            if not chunk:
-                return
-            self.total += len(chunk)
-            room = self.keep - self.kept
-            if room > 0:
-                piece = chunk[:room]
-                self.parts.append(piece)
-                self.kept += len(piece)
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.keep - self.kept
+        if room > 0:
+            piece = chunk[:room]
+            self.parts.append(piece)
+            self.kept += len(piece)
 
     def text(self) -> str:
         return b"".join(self.parts).decode("utf-8", errors="replace")
+
+
+class _Protocol(asyncio.SubprocessProtocol):
+    """Captures stdout/stderr as they arrive and signals the exit apart from the pipes' closing.
+
+    ``asyncio.subprocess.Process.wait()`` also waits for the pipes to close, which a background
+    child holding them open would stretch to the time limit; the exit alone is what counts here.
+    """
+
+    def __init__(self, keep: int, loop: asyncio.AbstractEventLoop):
+        self.out, self.err = _Capture(keep), _Capture(keep)
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self._open = {1, 2}
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        (self.out if fd == 1 else self.err).add(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open and not self.closed.done():
+            self.closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
 def kill_group(pid: int) -> None:
@@ -82,13 +105,29 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
-    assert proc.stdin is not None
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        proc.stdin.write(data)
-        await proc.stdin.drain()
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        proc.stdin.close()
+async def _start(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: str | None,
+                 limits: SandboxLimits) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+    loop = asyncio.get_running_loop()
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(limits.output_bytes, loop),
+            *wrap([str(a) for a in argv], limits.network),
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_limit_setter(limits),
+        )
+    except OSError as exc:
+        raise SandboxError(f"{argv[0]}: cannot start the command: {exc.strerror or exc}") from exc
+    if stdin is not None:
+        pipe = transport.get_pipe_transport(0)
+        if pipe is not None:  # written as the child reads; a child that exits early just drops it
+            pipe.write(stdin.encode("utf-8"))
+            pipe.close()
+    return transport, protocol
 
 
 async def run_process(
@@ -103,35 +142,19 @@ async def run_process(
     if not argv:
         raise SandboxError("no command given")
     started = time.monotonic()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *wrap([str(a) for a in argv], limits.network),
-            cwd=str(cwd),
-            env=dict(env),
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=_limit_setter(limits),
-        )
-    except OSError as exc:
-        raise SandboxError(f"{argv[0]}: cannot start the command: {exc.strerror or exc}") from exc
-    out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
-    assert proc.stdout is not None and proc.stderr is not None
-    tasks = [asyncio.ensure_future(out.read(proc.stdout)), asyncio.ensure_future(err.read(proc.stderr))]
-    if stdin is not None:
-        tasks.append(asyncio.ensure_future(_feed(proc, stdin.encode("utf-8"))))
+    transport, protocol = await _start(argv, cwd, env, stdin, limits)
     timed_out = False
     try:
         try:
-            await asyncio.wait_for(proc.wait(), timeout=limits.wall_s)
+            await asyncio.wait_for(asyncio.shield(protocol.exited), timeout=limits.wall_s)
         except asyncio.TimeoutError:
             timed_out = True
     finally:
-        kill_group(proc.pid)
-        await _settle(proc, tasks)
+        kill_group(transport.get_pid())
+        await _settle(transport, protocol)
+    out, err = protocol.out, protocol.err
     return ProcessResult(
-        exit_code=None if timed_out else proc.returncode,
+        exit_code=None if timed_out else transport.get_returncode(),
         stdout=out.text(),
         stderr=err.text(),
         timed_out=timed_out,
@@ -144,17 +167,9 @@ async def run_process(
     )
 
 
-async def _settle(proc: asyncio.subprocess.Process, tasks: list[asyncio.Future]) -> None:
-    """Reap the killed command and finish reading its pipes; a pipe still held open by a process
+async def _settle(transport: asyncio.SubprocessTransport, protocol: _Protocol) -> None:
+    """Reap the killed command and let its pipes drain; a pipe still held open by a process
     outside the group is given up after a short wait rather than waited on forever."""
-    with contextlib.suppress(ProcessLookupError):
-        await proc.wait()
-    _, pending = await asyncio.wait(tasks, timeout=_DRAIN_AFTER_KILL_S)
-    for task in pending:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-    transport = getattr(proc, "_transport", None)
-    if transport is not None:
-        transport.close()
+    await asyncio.wait([protocol.exited], timeout=_DRAIN_AFTER_KILL_S)
+    await asyncio.wait([protocol.closed], timeout=_DRAIN_AFTER_KILL_S)
+    transport.close()
