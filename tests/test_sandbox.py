@@ -292,10 +292,12 @@ def test_a_cancelled_run_kills_its_process_group(ws):
 
 @pytest.mark.slow
 def test_a_process_that_leaves_the_group_holding_the_pipe_does_not_hang_the_run(ws):
-    script = "setsid sleep 300 & echo $! > pid.txt; echo done"
-    result = run(ws, ["sh", "-c", script], limits=SandboxLimits(network=True))
+    escape = "import os, time; os.setsid(); open('pid.txt', 'w').write(str(os.getpid())); time.sleep(300)"
+    script = f'"$0" -c "{escape}" & while [ ! -s pid.txt ]; do sleep 0.05; done; echo done'
+    result = run(ws, ["sh", "-c", script, sys.executable], limits=SandboxLimits(network=True))
     pid = int(ws.read_text("pid.txt"))
     try:
+        assert pid_alive(pid)  # the premise: it left the group, so it still holds the pipe
         assert (result.exit_code, result.stdout) == (0, "done\n")
     finally:
         if pid_alive(pid):
