@@ -215,5 +215,18 @@ async def _settle(transport: asyncio.SubprocessTransport, protocol: _Protocol) -
     """Reap the killed command and let its pipes drain; a pipe still held open by a process
     outside the group is given up after a short wait rather than waited on forever."""
     await asyncio.wait([protocol.exited], timeout=_DRAIN_AFTER_KILL_S)
+    await _group_gone(transport.get_pid())
     await asyncio.wait([protocol.closed], timeout=_DRAIN_AFTER_KILL_S)
     transport.close()
+
+
+async def _group_gone(pgid: int) -> None:
+    """Wait (briefly) until the killed group has no member left, so that when ``run`` returns
+    no process of the command is still running: SIGKILL is delivered asynchronously."""
+    deadline = time.monotonic() + _DRAIN_AFTER_KILL_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        await asyncio.sleep(0.005)
