@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from skillopt_ci.sandbox import (
     Workspace,
     clean_environment,
     isolation,
+    process,
 )
 
 
@@ -269,6 +271,40 @@ def test_the_time_limit_kills_the_command_and_its_children(ws, network):
     assert [p for p in pids if pid_alive(p)] == []
 
 
+def test_background_children_do_not_outlive_a_command_that_ended(ws):
+    result = run(ws, ["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started"])
+    assert (result.exit_code, result.stdout) == (0, "started\n")
+    assert not pid_alive(int(ws.read_text("pid.txt")))
+
+
+@pytest.mark.slow
+def test_a_cancelled_run_kills_its_process_group(ws):
+    async def cancel_soon() -> None:
+        task = asyncio.ensure_future(ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; wait"]))
+        while not (ws.path / "pid.txt").exists() or not ws.read_text("pid.txt").strip():
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_soon())
+    assert not pid_alive(int(ws.read_text("pid.txt")))
+
+
+@pytest.mark.slow
+def test_a_process_that_leaves_the_group_holding_the_pipe_does_not_hang_the_run(ws):
+    escape = "import os, time; os.setsid(); open('pid.txt', 'w').write(str(os.getpid())); time.sleep(300)"
+    script = f'"$0" -c "{escape}" & while [ ! -s pid.txt ]; do sleep 0.05; done; echo done'
+    result = run(ws, ["sh", "-c", script, sys.executable], limits=SandboxLimits(network=True))
+    pid = int(ws.read_text("pid.txt"))
+    try:
+        assert pid_alive(pid)  # the premise: it left the group, so it still holds the pipe
+        assert (result.exit_code, result.stdout) == (0, "done\n")
+    finally:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.slow
 def test_a_command_printing_50_mb_is_cut_and_drained(ws):
     code = "import sys\nchunk = b'x' * 65536\nfor _ in range(800): sys.stdout.buffer.write(chunk)"
@@ -280,31 +316,49 @@ def test_a_command_printing_50_mb_is_cut_and_drained(ws):
     assert "[stdout cut: kept the first 10000 of 52428800 bytes]" in result.render(2000)
 
 
-def test_the_memory_limit_stops_a_large_allocation(ws):
+@pytest.fixture(params=["prlimit", "preexec"])
+def limited_ws(request, ws, monkeypatch):
+    """The workspace, with rlimits set by util-linux prlimit (when it works here) or in the child."""
+    if request.param == "prlimit":
+        if not process.prlimit_works():
+            pytest.skip("util-linux prlimit does not work on this machine")
+    else:
+        process.prlimit_works()
+        monkeypatch.setitem(process._CACHE, "prlimit_works", "")
+    return ws
+
+
+def test_the_memory_limit_stops_a_large_allocation(limited_ws):
     code = "x = bytearray(400 * 1024 * 1024); print('allocated')"
-    result = run(ws, [sys.executable, "-c", code], limits=SandboxLimits(memory_mb=200))
+    result = run(limited_ws, [sys.executable, "-c", code], limits=SandboxLimits(memory_mb=200))
     assert result.exit_code != 0
     assert "MemoryError" in result.stderr
 
 
 @pytest.mark.slow
-def test_the_cpu_limit_stops_a_busy_loop(ws):
-    result = run(ws, [sys.executable, "-c", "while True: pass"], limits=SandboxLimits(cpu_s=1, wall_s=30))
+def test_the_cpu_limit_stops_a_busy_loop(limited_ws):
+    limits = SandboxLimits(cpu_s=1, wall_s=60)
+    result = run(limited_ws, [sys.executable, "-c", "while True: pass"], limits=limits)
     assert not result.timed_out
-    assert result.exit_code is not None and result.exit_code < 0
-    assert "CPU time limit" in result.render(200) or "SIGKILL" in result.render(200)
+    assert result.exit_code == -signal.SIGXCPU
+    assert result.render(200).startswith("killed by signal SIGXCPU (CPU time limit)")
 
 
-def test_the_file_size_limit_stops_a_large_write(ws):
+def test_the_file_size_limit_stops_a_large_write(limited_ws):
     code = "open('big.bin','wb').write(b'x' * (3 * 1024 * 1024))"
-    result = run(ws, [sys.executable, "-c", code], limits=SandboxLimits(file_mb=1))
-    assert result.exit_code != 0
-    assert (ws.path / "big.bin").stat().st_size <= 1024 * 1024
+    result = run(limited_ws, [sys.executable, "-c", code], limits=SandboxLimits(file_mb=1))
+    # Python ignores SIGXFSZ, so the write fails with EFBIG instead of the signal killing it.
+    assert result.exit_code == 1 and "File too large" in result.stderr
+    assert (limited_ws.path / "big.bin").stat().st_size == 1024 * 1024
 
 
-def test_a_command_that_does_not_exist_is_a_sandbox_error(ws):
-    with pytest.raises(SandboxError, match="no-such-command-here"):
-        run(ws, ["no-such-command-here"], limits=SandboxLimits(network=True))
+@pytest.mark.parametrize("network", [False, True], ids=["isolated", "plain"])
+def test_a_command_that_does_not_exist_is_a_sandbox_error(ws, network):
+    with pytest.raises(SandboxError, match="no-such-command-here: command not found"):
+        run(ws, ["no-such-command-here"], limits=SandboxLimits(network=network))
+    with pytest.raises(SandboxError, match="the workspace was already cleaned up"):
+        ws.cleanup()
+        run(ws, ["true"])
 
 
 def test_the_network_is_cut_when_isolation_works(ws):
@@ -389,3 +443,35 @@ def test_workspaces_are_removed_after_ctrl_c():
         proc.kill()
     assert "KeyboardInterrupt" in err  # the premise: the script died of Ctrl-C
     assert not path.exists()
+
+
+_RUN_AND_WAIT = """
+import asyncio
+from skillopt_ci.sandbox import SandboxLimits
+asyncio.run(ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started; wait"],
+                   limits=SandboxLimits(wall_s=300)))
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_command_kills_it_and_removes_the_workspace():
+    script = _script_that_keeps_a_workspace("") + _RUN_AND_WAIT
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        path = Path(proc.stdout.readline().strip())
+        pid_file = path / "pid.txt"
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        assert pid_alive(pid)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "KeyboardInterrupt" in err
+    assert not path.exists()
+    assert not pid_alive(pid)

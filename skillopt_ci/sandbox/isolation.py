@@ -38,7 +38,7 @@ _ALLOWED_PREFIXES = ("LC_",)
 _DENIED = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$|_API_|^GITHUB_", re.I)
 
 
-def _works(argv: Sequence[str]) -> bool:
+def works(argv: Sequence[str]) -> bool:
     try:
         done = subprocess.run(
             list(argv),
@@ -62,10 +62,10 @@ def isolation() -> str:
 
 def _probe() -> str:
     bwrap = shutil.which("bwrap")
-    if bwrap and _works([bwrap, *BWRAP_PREFIX, "--", "true"]):
+    if bwrap and works([bwrap, *BWRAP_PREFIX, "--", "true"]):
         return "bwrap"
     unshare = shutil.which("unshare")
-    if unshare and _works([unshare, *UNSHARE_PREFIX, "--", "true"]):
+    if unshare and works([unshare, *UNSHARE_PREFIX, "--", "true"]):
         return "unshare"
     return "none"
 
