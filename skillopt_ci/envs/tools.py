@@ -107,7 +107,7 @@ class ToolsEnvironment(BaseEnvironment):
             self._identity["tool_files"] = {name: file_digest(path) for name, path in sorted(self.tool_files.items())}
 
     def identity(self) -> dict[str, Any]:
-        return self._identity
+        return dict(self._identity)
 
     async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
         progress = _Progress(time.monotonic())
