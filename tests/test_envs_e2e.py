@@ -155,3 +155,37 @@ def test_an_image_task_sends_its_image(tmp_path, protocol):
         result = json.loads((out / "results.jsonl").read_text())
         kept = result["trajectory"][0]["images"][0]
         assert (out / kept).read_bytes() == png  # kept once, by content, for the report's thumbnail
+
+
+def writer(request) -> ScriptedReply:
+    """Write the answer to a file, then say it."""
+    if not request.tool_results:
+        task = re.search(r"Task (\w+)", request.last_user).group(1)
+        return ScriptedReply("", tool_calls=(ScriptedToolCall("write_file", {"path": "answer.txt", "content": task}),))
+    return ScriptedReply("done")
+
+
+def test_files_a_rollout_writes_are_kept_and_survive_a_shard_merge(tmp_path):
+    with ScriptedModelServer(writer) as server:
+        project = tools_project(tmp_path / "p", PROTOCOLS["chat"](server))
+        suite = project / "eval_suites/csv-sum/suite.yaml"
+        data = yaml.safe_load(suite.read_text())
+        data["environment"]["tools"] = ["write_file"]
+        data["scorer"] = {"type": "contains"}
+        suite.write_text(yaml.safe_dump(data))
+        val = suite.parent / "val.jsonl"
+        val.write_text("".join(json.dumps({**json.loads(x), "expected": "done"}) + "\n"
+                               for x in val.read_text().splitlines()))
+        shards = []
+        for shard in ("1/2", "2/2"):
+            out = tmp_path / f"shard{shard[0]}"
+            res = run_cli("eval", "csv-sum", "--shard", shard, "--out", str(out), "--quiet", cwd=project, env=KEYS)
+            assert res.code == 0, res.err
+            shards.append(out)
+        merged = tmp_path / "merged"
+        assert run_cli("merge", *map(str, shards), "--out", str(merged), cwd=project).code == 0
+    results = [json.loads(x) for x in (merged / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["task_id"] for r in results) == ["v1", "v2", "v3"]
+    for r in results:
+        assert r["files"] == ["answer.txt"]
+        assert (merged / "files" / r["task_id"] / "0" / "answer.txt").read_text() == r["task_id"]
