@@ -16,7 +16,7 @@ from skillopt_ci.core.edits import Edit
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.skill import load_skill
 from skillopt_ci.core.template import placeholders, render
-from skillopt_ci.engine.runner import chat_messages
+from skillopt_ci.envs.chat import chat_messages
 from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.inputs.scaffold import example_path
 from skillopt_ci.inputs.suite import load_suite

@@ -223,3 +223,21 @@ def test_no_power_warning_when_the_split_can_see_the_drop(project):
     assert "gate.detect" not in run_cli("validate", cwd=project).err
     set_config(project, gate={"margin": 0.05})  # without detect, the margin is what it must see
     assert "not the 5 points of gate.margin" in run_cli("validate", cwd=project).err
+
+
+def test_a_multi_turn_environment_is_estimated_at_its_most_turns():
+    from skillopt_ci.core.skill import parse_skill
+    from skillopt_ci.core.task import Task
+    from skillopt_ci.inputs.preflight import estimate_plan
+    from skillopt_ci.inputs.suite import Suite
+
+    skill = parse_skill("Use the tools.", path="SKILL.md")
+    suite = Suite("s", Path("."), "s", "{{ input }}", {"type": "exact"}, {}, "h")
+    tasks = [Task("a", "what is in the file?", fields={"id": "a", "input": "what is in the file?"})]
+    one = estimate_plan(skill, suite, tasks, 1, target_price=(1.0, 2.0), output_tokens=100)
+    four = estimate_plan(skill, suite, tasks, 1, target_price=(1.0, 2.0), output_tokens=100, turns=4)
+    first = one.input_tokens
+    # Each turn re-sends the skill and prompt plus an answer and a result per earlier turn.
+    assert four.input_tokens == 4 * first + 2 * 100 * (0 + 1 + 2 + 3)
+    assert four.output_tokens == 4 * one.output_tokens
+    assert one.describe().startswith("about $") and four.describe().startswith("up to (at 4 model calls per rollout) $")

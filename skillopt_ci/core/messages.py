@@ -11,7 +11,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class ImagePart:
         return f"data:{self.media_type};base64,{self.base64}"
 
 
-Part = Union[str, ImagePart]  # a text part or an image part
+Part = str | ImagePart  # a text part or an image part
 
 
 @dataclass(frozen=True)

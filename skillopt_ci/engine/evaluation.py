@@ -27,7 +27,10 @@ from skillopt_ci.core.skill import Skill, load_skill
 from skillopt_ci.engine.progress import Progress
 from skillopt_ci.engine.rundir import RunDir
 from skillopt_ci.engine.runlock import RunLock
-from skillopt_ci.engine.runner import ErrorPolicy, EvalOutcome, EvalPlan, chat_messages, evaluate
+from skillopt_ci.engine.runner import ErrorPolicy, EvalOutcome, EvalPlan, evaluate
+from skillopt_ci.envs.base import BaseEnvironment
+from skillopt_ci.envs.chat import chat_messages
+from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.inputs.config import Budgets, Config, ModelSpec
 from skillopt_ci.inputs.preflight import estimate_plan, max_output, plan_warnings
 from skillopt_ci.inputs.suite import Suite, load_suite
@@ -124,6 +127,7 @@ class EvalSession:
         self.stream = stream
         self._loop = asyncio.new_event_loop()
         self._scorers: dict[Path, Scorer] = {}
+        self._environments: dict[Path, BaseEnvironment] = {}
 
     def __enter__(self) -> EvalSession:
         return self
@@ -144,6 +148,12 @@ class EvalSession:
         if suite.path not in self._scorers:
             self._scorers[suite.path] = build_scorer(dict(suite.scorer), suite.path)
         return self._scorers[suite.path]
+
+    def environment(self, suite: Suite) -> BaseEnvironment:
+        if suite.path not in self._environments:
+            self._environments[suite.path] = build_environment(dict(suite.environment), suite.path,
+                                                               where=f"{suite.display}/suite.yaml: environment")
+        return self._environments[suite.path]
 
     def check(self, suite: Suite, plan: EvalPlan | None = None, budgets: Budgets | None = None) -> None:
         """Everything that can be checked before spending anything: models, keys, prices; with a
@@ -193,7 +203,8 @@ class EvalSession:
             return  # refused just below with the missing price
         estimate = estimate_plan(plan.skill, plan.suite, plan.tasks, plan.repeats, target_price=prices[0],
                                  judge_price=prices[1] if judge else None, output_tokens=max_output(target),
-                                 cached=self._cached_probe(plan, target))
+                                 cached=self._cached_probe(plan, target),
+                                 turns=self.environment(plan.suite).max_calls)
         usd = estimate.usd * self.estimate_runs
         left = budgets.max_dollars - self.pool.total_spend().cost_usd
         if usd > left and not self.assume_yes:
@@ -204,8 +215,8 @@ class EvalSession:
 
     def _cached_probe(self, plan: EvalPlan, spec: ModelSpec) -> Callable[[Any, str, int], bool]:
         """Whether a chat rollout's answer is already cached (without touching the hit counters)."""
-        if not self.cache.readable:
-            return lambda task, prompt, repeat: False
+        if not self.cache.readable or not self.environment(plan.suite).is_default:
+            return lambda task, prompt, repeat: False  # other environments' calls depend on the episode
 
         def cached(task: Any, prompt: str, repeat: int) -> bool:
             key = cache_key(spec.provider, spec.model, dict(spec.params), chat_messages(plan.skill, prompt),
@@ -236,6 +247,7 @@ class EvalSession:
         """Evaluate ``plan`` into the run directory ``out`` (resuming it if it holds this run).
         ``budgets`` default to the config's; ``stop_when`` is passed to the runner."""
         scorer = self.scorer(plan.suite)
+        environment = self.environment(plan.suite)
         self.check(plan.suite, plan, budgets)
         self._evaluated += 1
         run = RunDir(out)
@@ -245,7 +257,7 @@ class EvalSession:
             outcome = self.run(
                 evaluate(plan, self.pool, scorer, run, budgets=budgets or self.config.budgets,
                          errors=ErrorPolicy(self.config.max_error_rate, self.config.min_attempts),
-                         progress=progress, fresh=fresh, stop_when=stop_when)
+                         progress=progress, fresh=fresh, stop_when=stop_when, environment=environment)
             )
             run.write_text("skill.md", plan.skill.text)
             run.write_json("summary.json", outcome.summary.to_dict())

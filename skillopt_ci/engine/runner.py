@@ -23,14 +23,19 @@ from typing import Any
 
 from skillopt_ci import __version__
 from skillopt_ci.core.errors import ProviderError, RuntimeFailure, ScoringError
+from skillopt_ci.core.names import slug
+from skillopt_ci.core.options import NoOptions
 from skillopt_ci.core.records import EvalSummary, TaskResult, summarize
 from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.task import Task
+from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.engine.progress import Progress
 from skillopt_ci.engine.rundir import RunDir
+from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest
+from skillopt_ci.envs.chat import ChatEnvironment
 from skillopt_ci.inputs.config import Budgets
 from skillopt_ci.inputs.suite import Suite
-from skillopt_ci.models.base import Message, Usage
+from skillopt_ci.models.base import Usage
 from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.scorers import Scorer
 
@@ -62,6 +67,9 @@ class EvalPlan:
             "shard": self.shard,
             "task_ids": [t.id for t in self.tasks],
         }
+        environment = dict(self.suite.environment)
+        if environment != {"type": "chat"}:  # chat runs keep the identity they had before environments
+            data["environment"] = environment
         if self.shard:
             data["split_task_ids"] = list(self.split_task_ids)
         return data
@@ -80,13 +88,6 @@ class EvalOutcome:
     run_dir: Path
 
 
-def chat_messages(skill: Skill, prompt: str) -> list[Message]:
-    """The ``chat`` environment: the skill body is the system message, the prompt the user turn."""
-    system = skill.body.strip()
-    user = Message("user", prompt)
-    return [Message("system", system), user] if system else [user]
-
-
 def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float) -> str | None:
     """Which budget, if any, is used up."""
     spent = pool.total_spend()
@@ -100,35 +101,53 @@ def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float) -> str | None
     return None
 
 
-async def rollout(plan: EvalPlan, task: Task, repeat: int, prompt: str, pool: ModelPool, scorer: Scorer) -> TaskResult:
-    """Run one task once and score it. Provider and scoring failures become errored results."""
-    messages = chat_messages(plan.skill, prompt)
+async def rollout(plan: EvalPlan, task: Task, repeat: int, prompt: str, pool: ModelPool, scorer: Scorer,
+                  environment: BaseEnvironment, run_path: Path | None = None) -> TaskResult:
+    """Run one task once in ``environment`` and score it. A rollout that did not finish and a
+    scoring failure become errored results (its steps kept); the workspace is always released."""
+    request = RolloutRequest(
+        skill=plan.skill, task=task, prompt=prompt, suite_dir=plan.suite.path,
+        sample_index=plan.sample_offset + repeat, skill_dir=getattr(plan.skill, "folder", None),
+        keep_dir=run_path / "files" / slug(task.id) / str(repeat) if run_path else None,
+        image_dir=run_path / "images" if run_path else None,
+    )
+    done = await environment.run(request, pool)
     try:
-        completion = await pool.complete("target", messages, sample_index=plan.sample_offset + repeat)
-    except ProviderError as exc:
-        return TaskResult(task.id, repeat, prompt, None, None, None, error={"kind": exc.kind, "message": exc.message},
-                          expected=task.expected)
-    base = dict(
+        return await _scored(done, task, repeat, prompt, pool, scorer)
+    finally:
+        done.close()
+
+
+async def _scored(done: Rollout, task: Task, repeat: int, prompt: str, pool: ModelPool, scorer: Scorer) -> TaskResult:
+    nothing_happened = done.error is not None and not done.steps and not (done.usage.input_tokens or 0)
+    base: dict[str, Any] = dict(
         task_id=task.id,
         repeat=repeat,
         prompt=prompt,
         expected=task.expected,
-        output=completion.text,
-        usage=completion.usage,
-        latency_s=round(completion.latency_s, 4),
-        cached=completion.cached,
-        finish_reason=completion.finish_reason,
+        output=None if nothing_happened else done.output,
+        usage=done.usage,
+        latency_s=round(done.latency_s, 4),
+        cached=done.cached,
+        finish_reason=done.finish_reason,
+        trajectory=[s.to_dict() for s in done.steps] or None,
+        reward=done.reward,
+        transcript=done.transcript,
+        files=list(done.files) or None,
     )
+    if done.error is not None:
+        return TaskResult(score=None, passed=None, cost_usd=None if nothing_happened else done.cost_usd,
+                          error=dict(done.error), **base)
     try:
-        score = await scorer.ascore(completion.text, task, pool)
+        score = await scorer.ascore_rollout(done, task, pool)
     except ScoringError as exc:
         spent = exc.usage if isinstance(exc.usage, Usage) else Usage()
-        return TaskResult(score=None, passed=None, cost_usd=completion.cost_usd, scorer_usage=spent,
+        return TaskResult(score=None, passed=None, cost_usd=done.cost_usd, scorer_usage=spent,
                           error={"kind": "scoring", "message": str(exc)[:500]}, **base)
     except ProviderError as exc:
-        return TaskResult(score=None, passed=None, cost_usd=completion.cost_usd,
+        return TaskResult(score=None, passed=None, cost_usd=done.cost_usd,
                           error={"kind": f"scorer_{exc.kind}", "message": exc.message}, **base)
-    cost = completion.cost_usd
+    cost = done.cost_usd
     if (score.usage.input_tokens or 0) + (score.usage.output_tokens or 0) > 0:
         judge_cost = pool.cost("judge", score.usage)
         cost = None if cost is None or judge_cost is None else cost + judge_cost
@@ -148,11 +167,12 @@ async def evaluate(
     fresh: bool = False,
     clock: Callable[[], float] = time.monotonic,
     stop_when: Callable[[Mapping[tuple[str, int], TaskResult]], str | None] | None = None,
+    environment: BaseEnvironment | None = None,
 ) -> EvalOutcome:
     """Evaluate ``plan`` into ``run``. See the module docstring for the contract.
 
     ``stop_when`` sees every result so far (resumed ones included) before the first launch and
-    after each new result; when it returns a reason, rollouts in flight are cancelled, nothing
+    after each new result; ``environment`` runs each rollout (default: ``chat``); when it returns a reason, rollouts in flight are cancelled, nothing
     more is launched, and the summary says ``complete: false`` with that reason (early rejection
     of a training candidate that can no longer win).
     """
@@ -161,7 +181,8 @@ async def evaluate(
     previous = run.open(plan.manifest(model), fresh=fresh)
     latest = {(r.task_id, r.repeat): r for r in previous}
     todo = [(t, k) for t in plan.tasks for k in range(plan.repeats) if not (latest.get((t.id, k)) and latest[(t.id, k)].ok)]
-    loop = _Workers(plan, pool, scorer, run, budgets or Budgets(), errors or ErrorPolicy(),
+    loop = _Workers(plan, pool, scorer, environment or ChatEnvironment(NoOptions(), plan.suite.path), run,
+                    budgets or Budgets(), errors or ErrorPolicy(),
                     progress or Progress(len(todo), plan.skill.name, enabled=False), run.result_log(), clock, started,
                     stop_when, latest, iter(todo))
     if stop_when is not None and (reason := stop_when(latest)):
@@ -181,6 +202,7 @@ class _Workers:
     plan: EvalPlan
     pool: ModelPool
     scorer: Scorer
+    environment: BaseEnvironment
     run: RunDir
     budgets: Budgets
     errors: ErrorPolicy
@@ -215,7 +237,8 @@ class _Workers:
             prompt = self.prompts.get(task.id)
             if prompt is None:
                 prompt = self.prompts[task.id] = self.plan.suite.render_prompt(task)
-            result = await rollout(self.plan, task, repeat, prompt, self.pool, self.scorer)
+            result = await rollout(self.plan, task, repeat, prompt, self.pool, self.scorer, self.environment,
+                                   self.run.path)
             if self.record(task, repeat, result):
                 return
 

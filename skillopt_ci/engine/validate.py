@@ -66,6 +66,12 @@ def suite_problems(path: Path, shown: str, config: Config | None) -> list[Proble
         build_scorer(dict(suite.scorer), suite.path)
     except InputError as exc:
         problems.append(Problem(exc.where or f"{shown}/suite.yaml", exc.message, "scorer"))
+    try:
+        from skillopt_ci.envs.registry import build_environment
+
+        build_environment(dict(suite.environment), suite.path)
+    except InputError as exc:
+        problems.append(Problem(exc.where or f"{shown}/suite.yaml", exc.message, "environment"))
     if suite.scorer.get("type") == "llm_judge" and config is not None and "judge" not in config.models:
         problems.append(Problem(f"{shown}/suite.yaml", f"uses an llm_judge scorer but {config.file} has no models.judge", "scorer"))
     if "val" not in suite.splits:

@@ -76,6 +76,16 @@ class BaseEnvironment:
         return {"type": self.name, **options_to_dict(self.options)}
 
     @property
+    def max_calls(self) -> int:
+        """The most model calls one rollout makes (its ``max_turns`` or ``max_steps`` option),
+        for the cost estimate; 1 when the environment has no such option."""
+        for option in ("max_turns", "max_steps"):
+            value = getattr(self.options, option, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return 1
+
+    @property
     def is_default(self) -> bool:
         """True for plain ``chat``: run.json and cache keys then stay what they were before
         environments existed."""

@@ -8,6 +8,8 @@ Contract:
   (:func:`skillopt_ci.core.skill.estimate_tokens`) and prices: each rollout sends the skill body and
   the rendered prompt and receives an assumed answer; an LLM judge reads the prompt, the reference
   and the answer plus its own instructions. Rollouts already in the response cache cost nothing.
+  An environment that calls the model several times per rollout (``tools``, ``interactive``) is
+  estimated at its most turns, each turn re-sending the history so far: an upper bound.
 Pure functions; the caller prints and decides.
 """
 
@@ -119,18 +121,23 @@ class CostEstimate:
     input_tokens: int
     output_tokens: int
     usd: float
+    turns: int = 1  # model calls per rollout at most (multi-turn environments): the estimate is an upper bound
 
     def describe(self) -> str:
-        return (f"about ${self.usd:,.2f} for {self.rollouts} rollout(s), ~{self.input_tokens:,} input and "
+        size = "about" if self.turns == 1 else f"up to (at {self.turns} model calls per rollout)"
+        return (f"{size} ${self.usd:,.2f} for {self.rollouts} rollout(s), ~{self.input_tokens:,} input and "
                 f"~{self.output_tokens:,} output tokens")
 
 
 def estimate_plan(skill: Skill, suite: Suite, tasks: Sequence[Task], repeats: int, *,
                   target_price: tuple[float, float], output_tokens: int | None = None,
                   judge_price: tuple[float, float] | None = None,
-                  cached: Callable[[Task, str, int], bool] = lambda task, prompt, repeat: False) -> CostEstimate:
+                  cached: Callable[[Task, str, int], bool] = lambda task, prompt, repeat: False,
+                  turns: int = 1) -> CostEstimate:
     """Cost of evaluating ``tasks`` × ``repeats`` (see the module docstring). ``cached(task,
-    prompt, repeat)`` says whether that rollout's answer is already in the response cache."""
+    prompt, repeat)`` says whether that rollout's answer is already in the response cache;
+    ``turns`` is the most model calls one rollout makes (each re-sends the history: an answer
+    and a tool result or observation of the answer's size per earlier turn)."""
     answer = output_tokens or ASSUMED_OUTPUT_TOKENS
     system = estimate_tokens(skill.body.strip())
     rollouts = inputs = outputs = 0
@@ -143,11 +150,12 @@ def estimate_plan(skill: Skill, suite: Suite, tasks: Sequence[Task], repeats: in
             if cached(task, prompt, repeat):
                 continue
             rollouts += 1
-            inputs += system + prompt_tokens
-            outputs += answer
-            usd += ((system + prompt_tokens) * target_price[0] + answer * target_price[1]) / 1_000_000
+            sent = sum(system + prompt_tokens + 2 * answer * turn for turn in range(turns))
+            inputs += sent
+            outputs += answer * turns
+            usd += (sent * target_price[0] + answer * turns * target_price[1]) / 1_000_000
             if judge_price is not None:
                 inputs += judge_in
                 outputs += JUDGE_OUTPUT_TOKENS
                 usd += (judge_in * judge_price[0] + JUDGE_OUTPUT_TOKENS * judge_price[1]) / 1_000_000
-    return CostEstimate(rollouts, inputs, outputs, usd)
+    return CostEstimate(rollouts, inputs, outputs, usd, turns)

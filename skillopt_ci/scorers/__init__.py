@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.options import options_to_dict, parse_options
 from skillopt_ci.scorers.base import Score, Scorer
 from skillopt_ci.scorers.json_scorer import JsonScorer
 from skillopt_ci.scorers.judge import Judge
 from skillopt_ci.scorers.numeric import Numeric
-from skillopt_ci.core.options import options_to_dict, parse_options
 from skillopt_ci.scorers.python_scorer import PythonScorer
 from skillopt_ci.scorers.text import Anls, Choice, Contains, Exact, Regex, TokenF1
 

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.options import NoOptions, options_to_dict
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import clip, quote
+from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.models.base import ModelCaller, Usage
-from skillopt_ci.core.options import NoOptions, options_to_dict
 
 FEEDBACK_LIMIT = 300
 
@@ -109,6 +110,11 @@ class Scorer:
 
     async def ascore(self, output: str, task: Task, models: ModelCaller | None = None) -> Score:
         return self.score(output, task)
+
+    async def ascore_rollout(self, rollout: Rollout, task: Task, models: ModelCaller | None = None) -> Score:
+        """Score a whole rollout. The default scores its final output (every text scorer); a
+        scorer of the trajectory, the environment's reward or the workspace overrides this."""
+        return await self.ascore(rollout.output, task, models)
 
     def error(self, message: str, **kw: Any) -> InputError:
         return InputError(f'scorer "{self.name}": {message}', **kw)

@@ -4,7 +4,9 @@
 The file is imported by path under a unique module name, so two suites may each have a
 ``scorer.py``; ``sys.path`` is not touched, so the file cannot import its neighbours (it may
 import installed packages). The function receives the output string and the
-:class:`~skillopt_ci.core.task.Task`, and returns one of:
+:class:`~skillopt_ci.core.task.Task` (and, when it has a parameter named ``rollout``, the whole
+:class:`~skillopt_ci.core.trajectory.Rollout`: steps, reward, the workspace while scoring), and
+returns one of:
 
 - ``bool`` — value 1 or 0;
 - a number in [0, 1] — passed when ``>= pass_threshold``;
@@ -33,6 +35,8 @@ from typing import Any
 from skillopt_ci.core.errors import InputError, ScorerCrash, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import clip
+from skillopt_ci.core.trajectory import Rollout
+from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.scorers.base import Score, Scorer
 
 
@@ -78,10 +82,14 @@ def load_function(path: Path, name: str) -> Callable[..., Any]:
             where=str(path),
         )
     try:
-        inspect.signature(fn).bind("output", "task")
+        signature = inspect.signature(fn)
+        if "rollout" in signature.parameters:
+            signature.bind("output", "task", rollout=None)
+        else:
+            signature.bind("output", "task")
     except TypeError:
         raise InputError(
-            f'python scorer function "{name}" must accept (output, task)', where=str(path)
+            f'python scorer function "{name}" must accept (output, task) or (output, task, rollout)', where=str(path)
         ) from None
     except ValueError:  # no signature available (some builtins): find out at call time
         pass
@@ -96,6 +104,13 @@ def _line_in(exc: BaseException, path: Path) -> int | None:
         if Path(frame.filename).resolve() == target:
             line = frame.lineno
     return line
+
+
+def _takes_rollout(fn: Callable[..., Any]) -> bool:
+    try:
+        return "rollout" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class PythonScorer(Scorer):
@@ -113,9 +128,9 @@ class PythonScorer(Scorer):
         if not 0.0 <= self.options.pass_threshold <= 1.0:
             raise self.error(f"pass_threshold must be in [0, 1], got {self.options.pass_threshold}")
 
-    def score(self, output: str, task: Task) -> Score:
+    def score(self, output: str, task: Task, rollout: Rollout | None = None) -> Score:
         try:
-            result = self.fn(output, task)
+            result = self.fn(output, task, rollout=rollout) if rollout is not None else self.fn(output, task)
         except ScoringError:
             raise
         except Exception as exc:
@@ -127,6 +142,13 @@ class PythonScorer(Scorer):
                 where=f"{self.path}:{line}" if line else str(self.path),
             ) from exc
         return self._convert(result, task)
+
+    async def ascore_rollout(self, rollout: Rollout, task: Task, models: ModelCaller | None = None) -> Score:
+        """A function with a ``rollout`` parameter also gets the rollout (its steps, reward and
+        workspace, e.g. to check a file the agent wrote)."""
+        if _takes_rollout(self.fn):
+            return self.score(rollout.output, task, rollout)
+        return self.score(rollout.output, task)
 
     def _convert(self, result: Any, task: Task) -> Score:
         threshold = self.options.pass_threshold

@@ -101,14 +101,18 @@ def chunk(items: Sequence[TaskResult], size: int) -> list[list[TaskResult]]:
 
 
 def render_trajectory(result: TaskResult, number: int) -> str:
-    """One trajectory, whole: input, output, expected answer, score and feedback, each fenced."""
+    """One trajectory, whole: input, what the agent did (the environment's rendering of its
+    steps, when it took any), output, expected answer, score and feedback, each fenced."""
     verdict = "passed" if result.passed else "failed"
     repeat = f", repeat {result.repeat}" if result.repeat else ""
     expected = fence(_cut(as_text(result.expected))) if result.expected is not None else "(no expected answer given)"
+    steps = [f"What the agent did (tool calls, results, observations):\n\n{fence(_cut(result.transcript))}"] \
+        if result.transcript else []
     return "\n\n".join(
         [
             f"### Trajectory {number}: task {result.task_id}{repeat} — score {result.score:.2f}, {verdict}",
             f"Input the model was given:\n\n{fence(_cut(result.prompt))}",
+            *steps,
             f"The model's output:\n\n{fence(_cut(result.output or ''))}",
             f"Expected answer:\n\n{expected}",
             f"Scorer feedback:\n\n{fence(_cut(result.feedback or '(none)'))}",
