@@ -444,10 +444,10 @@ def test_policy_returning_a_wrong_type_is_a_500(
 
 
 def test_unknown_routes_are_404_in_the_provider_shape(srv: ScriptedModelServer) -> None:
-    status, body = raw_post(srv, "/v1/responses", b"{}")
+    status, body = raw_post(srv, "/v1/embeddings", b"{}")
     assert status == 404
     assert body["error"]["type"] == "invalid_request_error"
-    assert "/v1/responses" in body["error"]["message"]
+    assert "/v1/embeddings" in body["error"]["message"]
     status, body = raw_post(srv, "/v1/complete", b"{}", {"anthropic-version": "2023-06-01"})
     assert (status, body["type"], body["error"]["type"]) == (404, "error", "not_found_error")
     assert srv.call_count == 0

@@ -19,6 +19,7 @@ from skillopt_ci.inputs.yamlfile import Problem, YamlDoc, load_yaml, schema_prob
 
 CONFIG_NAME = "skillopt.yml"
 ROLES = ("target", "optimizer", "judge")
+RESPONSES_PROVIDERS = ("openai", "azure-openai", "openai-compatible")  # who speaks api: responses
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class ModelSpec:
     timeout: float = 120.0
     max_retries: int = 4
     max_retry_wait: float = 300.0  # seconds; caps every wait between retries, Retry-After included
+    api: str = "chat"  # "responses": the OpenAI Responses API (openai, azure-openai, openai-compatible)
 
     @classmethod
     def from_dict(cls, role: str, data: Mapping[str, Any]) -> ModelSpec:
@@ -49,6 +51,7 @@ class ModelSpec:
             timeout=float(data.get("timeout", 120.0)),
             max_retries=int(data.get("max_retries", 4)),
             max_retry_wait=float(data.get("max_retry_wait", 300.0)),
+            api=str(data.get("api", "chat")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,6 +63,8 @@ class ModelSpec:
                 out[key] = getattr(self, key)
         if "base_url" in out:
             out["base_url"] = strip_userinfo(out["base_url"])
+        if self.api != "chat":  # left out by default, so snapshots of chat models are unchanged
+            out["api"] = self.api
         return out
 
 
@@ -212,6 +217,8 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         return None, problems
     data: dict[str, Any] = doc.data
     models = {role: ModelSpec.from_dict(role, spec) for role, spec in data["models"].items()}
+    problems.extend(doc.problem(("models", role, "api"), message) for role, spec in models.items()
+                    if (message := api_problem(spec)))
     skills = _skill_entries(doc, data.get("skills") or [], root, problems)
     cache = data.get("cache") or {}
     budgets = data.get("budgets") or {}
@@ -240,6 +247,14 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         train=TrainPolicy.from_dict(data.get("train") or {}),
     )
     return config, problems
+
+
+def api_problem(spec: ModelSpec) -> str | None:
+    """Why ``spec.api`` cannot be used with its provider, or ``None``."""
+    if spec.api == "responses" and spec.provider not in RESPONSES_PROVIDERS:
+        return (f"api: responses is the OpenAI Responses API; the {spec.provider} provider does not speak it "
+                f"(use it with {', '.join(RESPONSES_PROVIDERS)}, or remove api)")
+    return None
 
 
 def _skill_entries(doc: YamlDoc, items: list[dict[str, Any]], root: Path, problems: list[Problem]) -> list[SkillEntry]:

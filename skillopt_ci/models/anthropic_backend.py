@@ -1,18 +1,27 @@
 """Anthropic Messages. System messages become the ``system`` field; the body goes through the
-client's low-level ``post`` and the raw JSON is parsed by us (see :mod:`openai_backend`)."""
+client's low-level ``post`` and the raw JSON is parsed by us (see :mod:`openai_backend`).
+
+Wire format: plain messages are sent as ``{"role", "content"}`` exactly as before tools existed.
+Images are base64 ``image`` blocks; an assistant turn's calls are ``tool_use`` blocks (``input``
+is the parsed arguments); tool results are ``tool_result`` blocks with ``is_error``, and
+consecutive results share one user turn, as the API requires. Tools carry ``input_schema``. A
+reply's ``tool_use`` blocks become tool calls whose arguments are the ``input`` as JSON.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from skillopt_ci.core.errors import ProviderError
-from skillopt_ci.models.base import Completion, Message, Usage
-from skillopt_ci.models.openai_backend import to_provider_error
+from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
+from skillopt_ci.models.openai_backend import malformed, to_provider_error
 from skillopt_ci.models.registry import Endpoint
 
 DEFAULT_MAX_TOKENS = 1024
+
+
 class AnthropicBackend:
     provider = "anthropic"
 
@@ -25,12 +34,17 @@ class AnthropicBackend:
             api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=timeout, max_retries=0
         )
 
-    async def complete(self, messages: list[Message], params: dict[str, Any]) -> Completion:
+    async def complete(
+        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = ()
+    ) -> Completion:
         body: dict[str, Any] = {"max_tokens": DEFAULT_MAX_TOKENS, **params, "model": self.model}
-        system = "\n\n".join(m.content for m in messages if m.role == "system")
+        system = "\n\n".join(m.text for m in messages if m.role == "system")
         if system:
             body["system"] = system
-        body["messages"] = [m.to_dict() for m in messages if m.role != "system"]
+        body["messages"] = anthropic_messages([m for m in messages if m.role != "system"])
+        if tools:
+            body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                             for t in tools]
         started = time.perf_counter()
         try:
             content = await self._client.post("/v1/messages", cast_to=bytes, body=body)
@@ -42,19 +56,69 @@ class AnthropicBackend:
         await self._client.close()
 
 
+def anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Turns in the Messages shape (plain ones exactly as ``Message.to_dict``)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": _blocks(m.content) if m.images else m.text,
+                     "is_error": m.is_error}
+            previous = out[-1] if out else None
+            if previous and previous["role"] == "user" and _all_results(previous["content"]):
+                previous["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+        elif m.plain:
+            out.append(m.to_dict())
+        elif m.tool_calls:
+            uses = [{"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c)} for c in m.tool_calls]
+            out.append({"role": m.role, "content": _blocks(m.content) + uses})
+        else:
+            out.append({"role": m.role, "content": _blocks(m.content)})
+    return out
+
+
+def _all_results(content: Any) -> bool:
+    return isinstance(content, list) and all(b.get("type") == "tool_result" for b in content)
+
+
+def _blocks(content: str | tuple[str | ImagePart, ...]) -> list[dict[str, Any]]:
+    """Text and image blocks; empty text is left out (the API refuses empty text blocks)."""
+    parts = (content,) if isinstance(content, str) else content
+    return [
+        {"type": "image", "source": {"type": "base64", "media_type": p.media_type, "data": p.base64}}
+        if isinstance(p, ImagePart) else {"type": "text", "text": p}
+        for p in parts if not isinstance(p, str) or p
+    ]
+
+
+def _input(call: ToolCall) -> dict[str, Any]:
+    """The call's arguments as an object; arguments that are not one are kept under ``arguments``
+    so the model still sees what it wrote."""
+    try:
+        return call.parsed_arguments()
+    except ValueError:
+        return {"arguments": call.arguments}
+
+
 def parse_message(content: bytes, latency: float) -> Completion:
-    """Read the text blocks, usage and stop reason from a Messages response body."""
+    """Read the text blocks, tool_use blocks, usage and stop reason from a Messages response body."""
     try:
         data = json.loads(content)
-        text = "".join(block.get("text", "") for block in data["content"] if block.get("type") == "text")
+        blocks = data["content"]
+        text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
+        calls = tuple(
+            ToolCall(id=str(b["id"]), name=str(b["name"]), arguments=json.dumps(b.get("input") or {}, ensure_ascii=False))
+            for b in blocks if b.get("type") == "tool_use"
+        )
         stop = data.get("stop_reason")
     except (ValueError, KeyError, TypeError, AttributeError):
-        snippet = content[:120].decode("utf-8", "replace")
-        raise ProviderError("malformed", f"unreadable response body: {snippet!r}", retryable=True) from None
+        raise malformed(content) from None
     usage = data.get("usage") or {}
     return Completion(
         text=text,
         usage=Usage(usage.get("input_tokens"), usage.get("output_tokens")),
         finish_reason=stop,
         latency_s=latency,
+        tool_calls=calls,
     )

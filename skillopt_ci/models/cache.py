@@ -1,7 +1,10 @@
-"""Response cache in SQLite, keyed by provider, model, parameters, messages and sample index.
+"""Response cache in SQLite, keyed by provider, model, parameters, messages and sample index
+(and, when present, the tools offered, the caller's context and a non-default API).
 
 The sample index is part of the key so that repeats are real repeats, not copies of the first
-sample. Modes: ``read-write`` (default), ``refresh`` (never read, always write), ``off``, and
+sample. A plain call (text-only messages, no tools, no context, Chat Completions or Anthropic
+Messages) hashes exactly the payload it hashed before tools existed, so old caches still hit.
+Images enter the key by media type and sha256, tool calls by id, name and arguments. Modes: ``read-write`` (default), ``refresh`` (never read, always write), ``off``, and
 ``replay-only`` (read; a miss is an error, for fully deterministic CI).
 
 Safe with concurrent writers: WAL journal, a busy timeout, and ``INSERT OR REPLACE`` so two
@@ -21,7 +24,7 @@ from typing import Any
 from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.inputs.writable import check_file
-from skillopt_ci.models.base import Completion, Message, Usage
+from skillopt_ci.models.base import Completion, Message, ToolCall, ToolSpec, Usage
 
 _MIGRATIONS: tuple[str, ...] = (
     """
@@ -37,20 +40,38 @@ _MIGRATIONS: tuple[str, ...] = (
         created_at REAL NOT NULL
     )
     """,
+    # 2: the tool calls of a reply, as a JSON list of {"id", "name", "arguments"}; NULL for none
+    "ALTER TABLE responses ADD COLUMN tool_calls TEXT",
 )
 
 
 def cache_key(
-    provider: str, model: str, params: Mapping[str, Any], messages: Sequence[Message], sample_index: int
+    provider: str,
+    model: str,
+    params: Mapping[str, Any],
+    messages: Sequence[Message],
+    sample_index: int,
+    *,
+    tools: Sequence[ToolSpec] = (),
+    context: Mapping[str, Any] | None = None,
+    api: str = "chat",
 ) -> str:
-    """Stable sha256 of everything that determines a response."""
-    payload = {
+    """Stable sha256 of everything that determines a response. ``tools``, a non-empty
+    ``context`` and an ``api`` other than "chat" join the payload only when present, so a plain
+    call keeps the key it always had."""
+    payload: dict[str, Any] = {
         "provider": provider,
         "model": model,
         "params": dict(params),
-        "messages": [[m.role, m.content] for m in messages],
+        "messages": [m.cache_form() for m in messages],
         "sample": sample_index,
     }
+    if tools:
+        payload["tools"] = [t.to_dict() for t in tools]
+    if context:
+        payload["context"] = dict(context)
+    if api != "chat":
+        payload["api"] = api
     canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -113,19 +134,24 @@ class ResponseCache:
         if self._db is None or not self.readable:
             return None
         row = self._db.execute(
-            "SELECT text, finish_reason, input_tokens, output_tokens, latency_s FROM responses WHERE key = ?", (key,)
+            "SELECT text, finish_reason, input_tokens, output_tokens, latency_s, tool_calls FROM responses WHERE key = ?",
+            (key,),
         ).fetchone()
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
-        return Completion(text=row[0], finish_reason=row[1], usage=Usage(row[2], row[3]), latency_s=row[4], cached=True)
+        calls = tuple(ToolCall.from_dict(c) for c in json.loads(row[5])) if row[5] else ()
+        return Completion(text=row[0], finish_reason=row[1], usage=Usage(row[2], row[3]), latency_s=row[4],
+                          cached=True, tool_calls=calls)
 
     def put(self, key: str, provider: str, model: str, completion: Completion) -> None:
         if self._db is None or not self.writable:
             return
+        calls = json.dumps([c.to_dict() for c in completion.tool_calls]) if completion.tool_calls else None
         self._db.execute(
-            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO responses (key, provider, model, text, finish_reason, input_tokens, "
+            "output_tokens, latency_s, created_at, tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 key,
                 provider,
@@ -136,6 +162,7 @@ class ResponseCache:
                 completion.usage.output_tokens,
                 completion.latency_s,
                 time.time(),
+                calls,
             ),
         )
 

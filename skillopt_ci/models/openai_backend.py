@@ -4,16 +4,24 @@ One client per backend, reused for every call. We send the body through the clie
 low-level ``post`` (auth, base URL, Azure deployment routing and error classes stay the SDK's)
 and read the few fields we need from the raw JSON: the SDK's per-call parameter transformation
 and typed response objects cost more CPU than the rest of a rollout (bench/bench_eval.py).
+
+Wire format: plain messages are sent as ``{"role", "content"}`` exactly as before tools existed.
+Images are ``image_url`` parts holding data URLs; an assistant turn's calls are ``tool_calls``
+(content ``null`` when it has no text); a tool result is a ``role: tool`` message (Chat
+Completions has no error flag, so a failed tool's text is prefixed with ``Error:``). Images a tool
+returned follow its results in one user message, because only user turns may carry images.
+Tools are ``{"type": "function", "function": {name, description, parameters}}``.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
-from skillopt_ci.models.base import Completion, Message, Usage
+from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.registry import Endpoint
 from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
 
@@ -38,8 +46,12 @@ class OpenAIBackend:
                 api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=timeout, max_retries=0
             )
 
-    async def complete(self, messages: list[Message], params: dict[str, Any]) -> Completion:
-        body = {**params, "model": self.model, "messages": [m.to_dict() for m in messages]}
+    async def complete(
+        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = ()
+    ) -> Completion:
+        body = {**params, "model": self.model, "messages": chat_messages(messages)}
+        if tools:
+            body["tools"] = [chat_tool(t) for t in tools]
         started = time.perf_counter()
         try:
             content = await self._client.post("/chat/completions", cast_to=bytes, body=body)
@@ -51,23 +63,81 @@ class OpenAIBackend:
         await self._client.close()
 
 
+def error_text(message: Message) -> str:
+    """A tool result's text, marked as an error for wire formats without an error flag."""
+    text = message.text
+    if message.is_error and not text.lower().startswith("error"):
+        return f"Error: {text}"
+    return text
+
+
+def chat_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages in the Chat Completions shape (plain ones exactly as ``Message.to_dict``)."""
+    out: list[dict[str, Any]] = []
+    pending: list[ImagePart] = []  # images from tool results, sent after the run of tool messages
+    for m in messages:
+        if m.role != "tool" and pending:
+            out.append({"role": "user", "content": [_image_url(p) for p in pending]})
+            pending = []
+        if m.plain:
+            out.append(m.to_dict())
+        elif m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": error_text(m)})
+            pending.extend(m.images)
+        elif m.tool_calls:
+            out.append({"role": "assistant", "content": m.text or None, "tool_calls": [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in m.tool_calls]})
+        else:
+            out.append({"role": m.role, "content": _chat_parts(m)})
+    if pending:
+        out.append({"role": "user", "content": [_image_url(p) for p in pending]})
+    return out
+
+
+def _chat_parts(message: Message) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return message.content
+    return [_image_url(p) if isinstance(p, ImagePart) else {"type": "text", "text": p}
+            for p in message.content if not isinstance(p, str) or p]
+
+
+def _image_url(part: ImagePart) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": part.data_url}}
+
+
+def chat_tool(tool: ToolSpec) -> dict[str, Any]:
+    return {"type": "function", "function": tool.to_dict()}
+
+
 def parse_chat_completion(content: bytes, latency: float) -> Completion:
-    """Read text, usage and finish reason from a Chat Completions response body."""
+    """Read text, tool calls, usage and finish reason from a Chat Completions response body."""
     try:
         data = json.loads(content)
         choice = data["choices"][0]
-        text = choice["message"].get("content") or ""
+        message = choice["message"]
+        text = message.get("content") or ""
         finish = choice.get("finish_reason")
+        calls = tuple(
+            ToolCall(id=str(c["id"]), name=str(c["function"]["name"]),
+                     arguments=str(c["function"].get("arguments") or ""))
+            for c in message.get("tool_calls") or ()
+        )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        snippet = content[:120].decode("utf-8", "replace")
-        raise ProviderError("malformed", f"unreadable response body: {snippet!r}", retryable=True) from None
+        raise malformed(content) from None
     usage = data.get("usage") or {}
     return Completion(
         text=text,
         usage=Usage(usage.get("prompt_tokens"), usage.get("completion_tokens")),
         finish_reason=finish,
         latency_s=latency,
+        tool_calls=calls,
     )
+
+
+def malformed(content: bytes) -> ProviderError:
+    snippet = content[:120].decode("utf-8", "replace")
+    return ProviderError("malformed", f"unreadable response body: {snippet!r}", retryable=True)
 
 
 def to_provider_error(sdk: Any, exc: Exception) -> ProviderError:

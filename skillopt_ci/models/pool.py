@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from skillopt_ci.core.errors import InputError, ProviderError, RuntimeFailure
 from skillopt_ci.inputs.config import Config, ModelSpec
-from skillopt_ci.models.base import Backend, Completion, Message, Usage
+from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec, Usage
 from skillopt_ci.models.cache import ResponseCache, cache_key
 from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
 from skillopt_ci.models.registry import base_url_of, create_backend, resolve_endpoint
@@ -97,11 +98,22 @@ class ModelPool:
         """Dollar cost of ``usage`` at ``role``'s model price; ``None`` when unknown."""
         return cost_of(usage, self.price(self.spec(role)))
 
-    async def complete(self, role: str, messages: list[Message], sample_index: int = 0) -> Completion:
+    async def complete(
+        self,
+        role: str,
+        messages: list[Message],
+        sample_index: int = 0,
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """One call by role. ``tools`` are offered to the model; ``tools`` and ``context`` (the
+        calling environment's identity) are part of the cache key."""
         spec = self.spec(role)
         spend = self.spend.setdefault(role, RoleSpend())
         params = dict(spec.params)
-        key = cache_key(spec.provider, spec.model, params, messages, sample_index)
+        key = cache_key(spec.provider, spec.model, params, messages, sample_index,
+                        tools=tools, context=context, api=spec.api)
         cached = self.cache.get(key)
         price = self.price(spec)
         if cached is not None:
@@ -120,7 +132,9 @@ class ModelPool:
 
         async def attempt() -> Completion:
             async with self._limit:
-                return await backend.complete(messages, params)
+                if tools:
+                    return await backend.complete(messages, params, tools)
+                return await backend.complete(messages, params)  # backends written before tools
 
         try:
             completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry,

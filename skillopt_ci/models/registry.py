@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.redact import SECRETS
-from skillopt_ci.inputs.config import ModelSpec
+from skillopt_ci.inputs.config import ModelSpec, api_problem
 from skillopt_ci.models.base import Backend
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
+DEFAULT_AZURE_RESPONSES_API_VERSION = "2025-04-01-preview"  # the Responses API needs a preview version
 KEYLESS = "not-needed"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key but the SDK wants one
 
 
@@ -28,6 +29,7 @@ class Endpoint:
     api_key: str
     base_url: str | None = None
     api_version: str | None = None
+    api: str = "chat"
 
     def __repr__(self) -> str:
         return f"Endpoint(provider={self.provider!r}, model={self.model!r}, base_url={self.base_url!r})"
@@ -45,6 +47,9 @@ def resolve_endpoint(spec: ModelSpec, env: Mapping[str, str] | None = None) -> E
 def _resolve(spec: ModelSpec, env: Mapping[str, str] | None) -> Endpoint:
     env = os.environ if env is None else env
     where = f"models.{spec.role}"
+    unusable = api_problem(spec)
+    if unusable:
+        raise InputError(unusable, where=f"{where}.api")
 
     def need(var: str, what: str) -> str:
         value = env.get(var, "").strip()
@@ -58,22 +63,23 @@ def _resolve(spec: ModelSpec, env: Mapping[str, str] | None) -> Endpoint:
 
     if spec.provider == "openai":
         key = need(spec.api_key_env or "OPENAI_API_KEY", "the OpenAI API key")
-        return Endpoint("openai", spec.model, key, spec.base_url or env.get("OPENAI_BASE_URL") or None)
+        return Endpoint("openai", spec.model, key, spec.base_url or env.get("OPENAI_BASE_URL") or None, api=spec.api)
     if spec.provider == "anthropic":
         key = need(spec.api_key_env or "ANTHROPIC_API_KEY", "the Anthropic API key")
         return Endpoint("anthropic", spec.model, key, spec.base_url or env.get("ANTHROPIC_BASE_URL") or None)
     if spec.provider == "azure-openai":
         key = need(spec.api_key_env or "AZURE_OPENAI_API_KEY", "the Azure OpenAI API key")
         endpoint = spec.base_url or need("AZURE_OPENAI_ENDPOINT", "the Azure OpenAI endpoint")
-        version = spec.api_version or env.get("OPENAI_API_VERSION") or DEFAULT_AZURE_API_VERSION
-        return Endpoint("azure-openai", spec.model, key, endpoint, version)
+        default = DEFAULT_AZURE_RESPONSES_API_VERSION if spec.api == "responses" else DEFAULT_AZURE_API_VERSION
+        version = spec.api_version or env.get("OPENAI_API_VERSION") or default
+        return Endpoint("azure-openai", spec.model, key, endpoint, version, api=spec.api)
     if spec.provider == "openai-compatible":
         base_url = spec.base_url or need("OPENAI_BASE_URL", "the server URL (base_url in skillopt.yml or OPENAI_BASE_URL)")
         if spec.api_key_env:
             key = need(spec.api_key_env, "the API key")
         else:
             key = env.get("OPENAI_API_KEY", "").strip() or KEYLESS
-        return Endpoint("openai-compatible", spec.model, key, base_url)
+        return Endpoint("openai-compatible", spec.model, key, base_url, api=spec.api)
     raise InputError(
         f"unknown provider {spec.provider!r}",
         where=f"{where}.provider",
@@ -97,6 +103,10 @@ def create_backend(spec: ModelSpec, env: Mapping[str, str] | None = None) -> Bac
         from skillopt_ci.models.anthropic_backend import AnthropicBackend
 
         return AnthropicBackend(endpoint, timeout=spec.timeout)
+    if endpoint.api == "responses":
+        from skillopt_ci.models.responses_backend import ResponsesBackend
+
+        return ResponsesBackend(endpoint, timeout=spec.timeout)
     from skillopt_ci.models.openai_backend import OpenAIBackend
 
     return OpenAIBackend(endpoint, timeout=spec.timeout)

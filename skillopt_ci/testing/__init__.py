@@ -13,6 +13,7 @@ _EXPORTS = {
     "Fault": "skillopt_ci.testing.protocols",
     "ScriptedReply": "skillopt_ci.testing.protocols",
     "ScriptedRequest": "skillopt_ci.testing.protocols",
+    "ScriptedToolCall": "skillopt_ci.testing.protocols",
     "RecordedCall": "skillopt_ci.testing.server",
     "ScriptedModelServer": "skillopt_ci.testing.server",
 }

@@ -1,23 +1,40 @@
 """Wire formats spoken by the scripted model server.
 
-Parsing turns an OpenAI, Azure OpenAI or Anthropic request body into one
-:class:`ScriptedRequest`; formatting turns a :class:`ScriptedReply`, an error or a
-:class:`Fault` into the response that provider's SDK parses. No I/O happens here.
+Parsing turns an OpenAI Chat Completions, Azure OpenAI, OpenAI Responses or Anthropic request
+body into one :class:`ScriptedRequest`; formatting turns a :class:`ScriptedReply`, an error or a
+:class:`Fault` into the response that provider's SDK parses. The per-protocol translation lives
+in :mod:`wire_openai` and :mod:`wire_anthropic`. No I/O happens here.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-PROTOCOLS = ("openai", "azure", "anthropic")
+from skillopt_ci.testing.wire_anthropic import format_anthropic, parse_anthropic
+from skillopt_ci.testing.wire_common import (
+    RequestError,
+    ScriptedToolCall,
+    flatten_content,
+    reply_tokens,
+)
+from skillopt_ci.testing.wire_openai import (
+    format_chat,
+    format_responses,
+    parse_chat,
+    parse_responses,
+)
+
+__all__ = ["Fault", "RequestError", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall", "flatten_content"]
+
+PROTOCOLS = ("openai", "azure", "anthropic", "responses")
 
 _AZURE_PATH = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
+_AZURE_RESPONSES_PATH = re.compile(r"^/openai/(?:deployments/([^/]+)/)?responses$")
 _MALFORMED_BODY = b'{"id": "broken", "choices": [{"message": {"content": "unterminated'
 
 _TO_ANTHROPIC_STOP = {
@@ -41,36 +58,38 @@ _ERROR_KINDS: dict[int, tuple[str, str | None, str]] = {
 }
 
 
-class RequestError(Exception):
-    """A request the real provider would refuse; ``status`` is the HTTP status to answer."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 @dataclass(frozen=True)
 class ScriptedRequest:
     """One model call as a policy sees it, whatever protocol carried it.
 
-    ``system`` joins the OpenAI ``system``/``developer`` messages with blank lines, or holds
-    Anthropic's ``system`` field. Content given as a list of text parts/blocks is joined with
-    newlines; non-text parts are dropped. ``messages`` holds the other turns as
-    ``{"role", "content"}`` with content flattened to text. ``params`` holds every other body
-    field (temperature, max_tokens, seed, top_p, ...). ``model`` is the Azure deployment on Azure
-    routes. ``headers`` has lower-cased names. ``call_index`` is the 0-based arrival order since
-    the server started or was reset. ``body`` is the parsed JSON as sent.
+    ``protocol`` is "openai", "azure" (Chat Completions on an Azure deployment route),
+    "anthropic" or "responses" (the OpenAI Responses API, on ``/v1/responses`` or Azure's
+    ``/openai/responses`` and ``/openai/deployments/<d>/responses``).
+
+    ``system`` joins the OpenAI ``system``/``developer`` messages (and the Responses
+    ``instructions``) with blank lines, or holds Anthropic's ``system`` field. ``messages`` holds
+    the other turns as ``{"role", "content"}`` with content flattened to text (text parts joined
+    with newlines), plus, when present: ``"tool_calls": [{"id", "name", "arguments"}]`` on
+    assistant turns (``arguments`` as JSON text); ``"images": [{"media_type", "sha256",
+    "bytes"}]`` (``bytes`` is the decoded image). Tool results are their own messages ``{"role":
+    "tool", "tool_call_id", "content", "is_error"}`` (``is_error`` is Anthropic's flag, always
+    False on the OpenAI routes, which have none); Responses ``function_call`` items join the
+    assistant turn before them. ``tools`` lists the function tools offered as ``{"name",
+    "description", "parameters"}``. ``params`` holds every other body field (temperature,
+    max_tokens, seed, top_p, ...). ``model`` is the Azure deployment on Azure deployment routes.
+    ``headers`` has lower-cased names. ``call_index`` is the 0-based arrival order since the
+    server started or was reset. ``body`` is the parsed JSON as sent.
     """
 
     protocol: str
     model: str
     system: str
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     params: dict[str, Any]
     headers: dict[str, str]
     call_index: int
     body: dict[str, Any]
+    tools: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def last_user(self) -> str:
@@ -79,6 +98,22 @@ class ScriptedRequest:
             if message["role"] == "user":
                 return message["content"]
         return ""
+
+    @property
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool-result messages after the last assistant turn (what the tools just answered)."""
+        found: list[dict[str, Any]] = []
+        for message in reversed(self.messages):
+            if message["role"] == "assistant":
+                break
+            if message["role"] == "tool":
+                found.append(message)
+        return found[::-1]
+
+    @property
+    def images(self) -> list[dict[str, Any]]:
+        """Every image in the request, in order."""
+        return [image for m in self.messages for image in m.get("images", ())]
 
     @property
     def prompt_tokens(self) -> int:
@@ -92,31 +127,41 @@ class ScriptedReply:
 
     ``finish_reason`` uses OpenAI names ("stop", "length", ...) and is mapped to Anthropic's
     ``stop_reason`` ("end_turn", "max_tokens", ...); Anthropic names are mapped back for OpenAI.
-    Token counts default to whitespace counts of the prompt and ``text``. ``omit_usage`` leaves
-    ``usage`` out of the body. ``latency`` (seconds) overrides the server's latency for this reply.
+    ``tool_calls`` are sent as Chat Completions ``tool_calls``, Responses ``function_call`` items
+    or Anthropic ``tool_use`` blocks; with calls, "stop" becomes "tool_calls" / "tool_use" and
+    an empty ``text`` sends no text at all (``content: null``, no text block, no message item).
+    Token counts default to whitespace counts of the prompt and of ``text`` plus the calls'
+    arguments. ``omit_usage`` leaves ``usage`` out of the body. ``latency`` (seconds) overrides
+    the server's latency for this reply.
     """
 
-    text: str
+    text: str = ""
     finish_reason: str = "stop"
     input_tokens: int | None = None
     output_tokens: int | None = None
     omit_usage: bool = False
     latency: float | None = None
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.tool_calls = tuple(self.tool_calls)
+
+    @property
+    def openai_finish(self) -> str:
+        if self.tool_calls and self.finish_reason in ("stop", "end_turn"):
+            return "tool_calls"
+        return _TO_OPENAI_FINISH.get(self.finish_reason, self.finish_reason)
+
+    @property
+    def anthropic_stop(self) -> str:
+        if self.tool_calls and self.finish_reason in ("stop", "end_turn"):
+            return "tool_use"
+        return _TO_ANTHROPIC_STOP.get(self.finish_reason, self.finish_reason)
 
 
-def flatten_content(content: Any) -> str:
-    """Text of a message content: a string, or a list of text parts/blocks joined by newlines."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(t for t in (flatten_content(part) for part in content) if t)
-    if isinstance(content, dict):
-        if isinstance(content.get("text"), str):
-            return content["text"]
-        return flatten_content(content.get("content"))
-    return str(content)
+_PARSERS = {"openai": parse_chat, "azure": parse_chat, "responses": parse_responses, "anthropic": parse_anthropic}
+_FORMATTERS = {"openai": format_chat, "azure": format_chat, "responses": format_responses,
+               "anthropic": format_anthropic}
 
 
 def parse_request(
@@ -127,75 +172,18 @@ def parse_request(
         raise RequestError(400, "The request body must be a JSON object.")
     if body.get("stream"):
         raise RequestError(400, "ScriptedModelServer does not support stream=true.")
-    raw_messages = body.get("messages")
-    if not isinstance(raw_messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) for m in raw_messages
-    ):
-        raise RequestError(400, "'messages' must be a list of objects with a 'role'.")
-    model = deployment if protocol == "azure" else body.get("model")
+    model = deployment if deployment is not None else body.get("model")
     if not isinstance(model, str) or not model:
         raise RequestError(400, "'model' is required.")
-    if protocol == "anthropic":
-        if not isinstance(body.get("max_tokens"), int):
-            raise RequestError(400, "max_tokens: Field required")
-        system = flatten_content(body.get("system"))
-        turns = raw_messages
-        params = {k: v for k, v in body.items() if k not in ("model", "messages", "system")}
-    else:
-        system = "\n\n".join(
-            flatten_content(m.get("content"))
-            for m in raw_messages
-            if m["role"] in ("system", "developer")
-        )
-        turns = [m for m in raw_messages if m["role"] not in ("system", "developer")]
-        params = {k: v for k, v in body.items() if k not in ("model", "messages")}
-    messages = [{"role": m["role"], "content": flatten_content(m.get("content"))} for m in turns]
-    return ScriptedRequest(protocol, model, system, messages, params, headers, -1, body)
+    system, messages, tools, params = _PARSERS[protocol](body)
+    return ScriptedRequest(protocol, model, system, messages, params, headers, -1, body, tools)
 
 
 def format_reply(request: ScriptedRequest, reply: ScriptedReply) -> dict[str, Any]:
     """The success body for ``request.protocol``."""
     input_tokens = request.prompt_tokens if reply.input_tokens is None else reply.input_tokens
-    output_tokens = len(reply.text.split()) if reply.output_tokens is None else reply.output_tokens
-    if request.protocol == "anthropic":
-        message: dict[str, Any] = {
-            "id": f"msg_{uuid.uuid4().hex[:24]}",
-            "type": "message",
-            "role": "assistant",
-            "model": request.model,
-            "content": [{"type": "text", "text": reply.text}],
-            "stop_reason": _TO_ANTHROPIC_STOP.get(reply.finish_reason, reply.finish_reason),
-            "stop_sequence": None,
-        }
-        if not reply.omit_usage:
-            message["usage"] = {
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-            }
-        return message
-    completion: dict[str, Any] = {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": request.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply.text, "refusal": None},
-                "finish_reason": _TO_OPENAI_FINISH.get(reply.finish_reason, reply.finish_reason),
-                "logprobs": None,
-            }
-        ],
-    }
-    if not reply.omit_usage:
-        completion["usage"] = {
-            "prompt_tokens": input_tokens,
-            "completion_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens,
-        }
-    return completion
+    output_tokens = reply_tokens(reply.text, reply.tool_calls) if reply.output_tokens is None else reply.output_tokens
+    return _FORMATTERS[request.protocol](request, reply, input_tokens, output_tokens)
 
 
 def format_error(protocol: str, status: int, message: str) -> dict[str, Any]:
@@ -316,6 +304,11 @@ def route(path: str) -> tuple[str, str | None] | None:
         return "openai", None
     if path == "/v1/messages":
         return "anthropic", None
+    if path == "/v1/responses":
+        return "responses", None
+    match = _AZURE_RESPONSES_PATH.match(path)
+    if match:
+        return "responses", unquote(match.group(1)) if match.group(1) else None
     match = _AZURE_PATH.match(path)
     return ("azure", unquote(match.group(1))) if match else None
 

@@ -1,4 +1,5 @@
-"""A scripted model server: real HTTP on 127.0.0.1 speaking OpenAI, Azure OpenAI and Anthropic.
+"""A scripted model server: real HTTP on 127.0.0.1 speaking OpenAI (Chat Completions and the
+Responses API), Azure OpenAI and Anthropic, with tool calls and images.
 
 Tests point the real ``openai`` and ``anthropic`` SDKs at it; a Python policy decides each
 reply, and faults (rate limits, server errors, slow or malformed answers, dropped connections)
@@ -26,6 +27,7 @@ from skillopt_ci.testing.protocols import (
     RequestError,
     ScriptedReply,
     ScriptedRequest,
+    ScriptedToolCall,
     WireResponse,
     error_response,
     fault_response,
@@ -36,7 +38,7 @@ from skillopt_ci.testing.protocols import (
     route,
 )
 
-__all__ = ["Fault", "RecordedCall", "ScriptedModelServer", "ScriptedReply", "ScriptedRequest"]
+__all__ = ["Fault", "RecordedCall", "ScriptedModelServer", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall"]
 
 Policy = Callable[[ScriptedRequest], "str | ScriptedReply"]
 FaultPlan = Callable[[ScriptedRequest], "Fault | None"]
@@ -69,8 +71,8 @@ class _Handler(LoopbackHandler):
         if target is None:
             protocol = guess_protocol(url.path, headers)
             response = error_response(protocol, 404, f"Invalid URL ({method} {url.path})")
-        elif target[0] == "azure" and "api-version" not in parse_qs(url.query):
-            response = error_response("azure", 400, "Missing required query parameter: api-version")
+        elif url.path.startswith("/openai/") and "api-version" not in parse_qs(url.query):
+            response = error_response(target[0], 400, "Missing required query parameter: api-version")
         else:
             owner = cast("ScriptedModelServer", self.server.service)
             response = owner._answer(target[0], raw, headers, target[1])
