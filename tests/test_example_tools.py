@@ -4,6 +4,7 @@ for real (a subprocess over the task's files); the tools environment itself is t
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,7 @@ from skillopt_ci.core.skill import load_skill
 from skillopt_ci.inputs.scaffold import example_path
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.scorers.python_scorer import load_function
-from skillopt_ci.testing import analyst
+from skillopt_ci.testing import ScriptedRequest, analyst
 from skillopt_ci.testing.analyst import (
     AnalysisRules,
     AnalystPolicy,
@@ -72,12 +72,8 @@ def mean(results: list[TaskResult]) -> float:
     return sum(r.score for r in results) / len(results)
 
 
-def request(system: str, messages: list[dict], tools=TOOLS) -> SimpleNamespace:
-    """What the analyst reads of a ScriptedRequest."""
-    results = []
-    for m in messages:
-        results = [] if m["role"] == "assistant" else results + ([m] if m["role"] == "tool" else [])
-    return SimpleNamespace(system=system, messages=messages, tools=tools, tool_results=results)
+def request(system: str, messages: list[dict], tools=TOOLS) -> ScriptedRequest:
+    return ScriptedRequest("openai", "sim-triage-1", system, messages, {}, {}, 0, {}, tools)
 
 
 # ---- the suite -------------------------------------------------------------------------------
@@ -93,8 +89,10 @@ def test_suite_is_a_tools_suite_with_three_splits_and_files():
 
 
 def test_each_tasks_traps_are_exactly_those_that_change_its_answer():
-    scorer = load_function(SUITE_DIR / "scorer.py", "score").__globals__
-    answer, read_table, traps = scorer["answer"], scorer["read_table"], scorer["TRAPS"]
+    spec = importlib.util.spec_from_file_location("sales_scorer", SUITE_DIR / "scorer.py")
+    scorer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scorer)
+    answer, read_table, traps = scorer.answer, scorer.read_table, scorer.TRAPS
     for tasks in SUITE.splits.values():
         for task in tasks:
             table = read_table(SUITE_DIR, task.fields["files"])

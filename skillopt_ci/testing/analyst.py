@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from skillopt_ci.testing.protocols import ScriptedReply
+from skillopt_ci.testing.protocols import ScriptedReply, ScriptedRequest, ScriptedToolCall
 
 TRAPS = ("duplicates", "refunds", "cents", "currency")
 
@@ -146,9 +146,9 @@ def printed_answer(tool_output: str) -> str | None:
 class AnalystPolicy:
     """A scripted-server policy ``(request) -> ScriptedReply`` playing the analyst model."""
 
-    def __call__(self, request: Any) -> ScriptedReply:
-        tools = {t["name"]: t for t in getattr(request, "tools", None) or ()}
-        results = _tool_results(request)
+    def __call__(self, request: ScriptedRequest) -> ScriptedReply:
+        tools = {t["name"]: t for t in request.tools}
+        results = request.tool_results
         if results:
             number = printed_answer("\n".join(str(r.get("content", "")) for r in results))
             if number is None or "submit_answer" not in tools:
@@ -161,8 +161,6 @@ class AnalystPolicy:
 
 
 def _call(tools: dict[str, Any], name: str, preferred: str, value: str) -> ScriptedReply:
-    from skillopt_ci.testing.protocols import ScriptedToolCall
-
     return ScriptedReply("", tool_calls=(ScriptedToolCall(name, {_argument(tools[name], preferred): value}),))
 
 
@@ -178,20 +176,7 @@ def _argument(tool: dict[str, Any], preferred: str) -> str:
     return required[0] if required else next(iter(props))
 
 
-def _tool_results(request: Any) -> list[dict[str, Any]]:
-    results = getattr(request, "tool_results", None)
-    if results is not None:
-        return list(results)
-    after: list[dict[str, Any]] = []
-    for message in request.messages:
-        if message.get("role") == "assistant":
-            after = []
-        elif message.get("role") == "tool":
-            after.append(message)
-    return after
-
-
-def _first_user(request: Any) -> str:
+def _first_user(request: ScriptedRequest) -> str:
     return next((m["content"] for m in request.messages if m.get("role") == "user"), "")
 
 
