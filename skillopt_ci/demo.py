@@ -10,8 +10,8 @@ machine and no key is needed; every number printed is labelled as coming from a 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
