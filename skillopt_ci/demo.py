@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
+from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.engine.evaluation import EvalRequest, run_eval
 from skillopt_ci.inputs.config import CacheSettings, Config, ModelSpec, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.scaffold import example_path
@@ -55,7 +56,7 @@ def demo_config(base_url: str, runs_dir: Path) -> Config:
     )
 
 
-def evaluate_examples(config: Config, runs: Path) -> list:
+def evaluate_examples(config: Config, runs: Path) -> list[EvalSummary]:
     """Each bundled example's val and test scores (``skillopt-ci eval``)."""
     summaries = []
     for entry in config.skills:
