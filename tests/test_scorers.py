@@ -750,6 +750,7 @@ def test_registry_names():
         "json",
         "python",
         "llm_judge",
+        "reward",
     }
     assert all(issubclass(cls, Scorer) and cls.name == name for name, cls in SCORERS.items())
     assert scorer_options("exact") == {

@@ -34,7 +34,7 @@ from skillopt_ci.core.records import EvalSummary, TaskResult, summarize
 from skillopt_ci.core.shard import Shard, parse_shard
 from skillopt_ci.engine.rundir import MANIFEST, RunDir, run_kind
 
-IDENTITY = ("kind", "skill_hash", "suite_hash", "split", "repeats", "model")
+IDENTITY = ("kind", "skill_hash", "suite_hash", "split", "repeats", "model", "environment")
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -142,13 +142,24 @@ def merge_eval_runs(dirs: Sequence[Path], out: Path,
         stopped=stopped, tool_version=ref.tool_version,
     )
     summary = replace(summary, missing_tasks=missing)
-    manifest = {**{k: first.get(k) for k in IDENTITY}, "shard": None, "task_ids": task_ids}
+    manifest = {**{k: first[k] for k in IDENTITY if k in first}, "shard": None, "task_ids": task_ids}
     run = RunDir(out)
     run.open(manifest, fresh=True)
     run.append_results(results)
     shutil.copyfile(dirs[0] / "skill.md", out / "skill.md")
+    for d in dirs:
+        _copy_kept(d, out)
     run.write_json("summary.json", summary.to_dict())
     return summary, results
+
+
+def _copy_kept(shard: Path, out: Path) -> None:
+    """The files and images a shard's rollouts kept (``files/``, ``images/``) join the merged run,
+    so its report shows them too. Images are named by content; kept files by task and repeat,
+    which no two shards share."""
+    for folder in ("files", "images"):
+        if (shard / folder).is_dir():
+            shutil.copytree(shard / folder, out / folder, dirs_exist_ok=True)
 
 
 def _union_results(dirs: Sequence[Path]) -> list[TaskResult]:

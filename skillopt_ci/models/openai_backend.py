@@ -116,13 +116,9 @@ def parse_chat_completion(content: bytes, latency: float) -> Completion:
         data = json.loads(content)
         choice = data["choices"][0]
         message = choice["message"]
-        text = message.get("content") or ""
+        text = message.get("content") or message.get("refusal") or ""  # a refusal is what it said
         finish = choice.get("finish_reason")
-        calls = tuple(
-            ToolCall(id=str(c["id"]), name=str(c["function"]["name"]),
-                     arguments=str(c["function"].get("arguments") or ""))
-            for c in message.get("tool_calls") or ()
-        )
+        calls = tuple(_tool_call(c, i) for i, c in enumerate(message.get("tool_calls") or ()))
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         raise malformed(content) from None
     usage = data.get("usage") or {}
@@ -133,6 +129,16 @@ def parse_chat_completion(content: bytes, latency: float) -> Completion:
         latency_s=latency,
         tool_calls=calls,
     )
+
+
+def _tool_call(call: dict[str, Any], index: int) -> ToolCall:
+    """One ``tool_calls`` entry. Some compatible servers leave out the id or send the arguments
+    as an object; both are accepted rather than losing the call."""
+    function = call["function"]
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+    return ToolCall(id=str(call.get("id") or f"call_{index}"), name=str(function["name"]), arguments=arguments)
 
 
 def malformed(content: bytes) -> ProviderError:

@@ -103,7 +103,8 @@ def parse_response(content: bytes, latency: float) -> Completion:
         calls: list[ToolCall] = []
         for item in data["output"]:
             if item.get("type") == "message":
-                texts.extend(p.get("text", "") for p in item.get("content") or () if p.get("type") == "output_text")
+                texts.extend(p.get("text") or p.get("refusal") or "" for p in item.get("content") or ()
+                             if p.get("type") in ("output_text", "refusal"))
             elif item.get("type") == "function_call":
                 calls.append(ToolCall(id=str(item["call_id"]), name=str(item["name"]),
                                       arguments=str(item.get("arguments") or "")))

@@ -17,6 +17,7 @@ from skillopt_ci.scorers.json_scorer import JsonScorer
 from skillopt_ci.scorers.judge import Judge
 from skillopt_ci.scorers.numeric import Numeric
 from skillopt_ci.scorers.python_scorer import PythonScorer
+from skillopt_ci.scorers.reward import RewardScorer
 from skillopt_ci.scorers.text import Anls, Choice, Contains, Exact, Regex, TokenF1
 
 SCORERS: dict[str, type[Scorer]] = {
@@ -32,6 +33,7 @@ SCORERS: dict[str, type[Scorer]] = {
         JsonScorer,
         PythonScorer,
         Judge,
+        RewardScorer,
     )
 }
 SCORER_NAMES: tuple[str, ...] = tuple(SCORERS)

@@ -1,0 +1,255 @@
+"""The ``interactive`` environment: an episode in a world the suite names.
+
+The world is a class (``world: "module:Class"``, a file of the suite directory or an installed
+module) built with ``world_options`` once per rollout: ``reset(task) -> observation``,
+``step(action) -> (observation, reward, done)``, optional ``close()``. Its calls run in a worker
+thread (real worlds are slow and synchronous).
+
+Each turn the target model gets the skill body as the system message and one user message: the
+task prompt, the last ``history`` (action, observation) pairs, the last action and the current
+observation, and how to answer. The message is a pure function of the episode so far, so the
+response cache replays a whole episode. The action is read from the reply by the ``action``
+rule: ``tag`` (the text of the last ``<action_tag>…</action_tag>``) or ``last_line`` (the last
+non-empty line). A reply without an action is not sent to the world: the next observation says
+so, and the turn counts.
+
+The episode ends when the world says ``done``, after ``max_steps`` turns (not an error:
+``done=False`` and the reward so far), on a :class:`ProviderError` (an errored rollout, steps
+kept), or when the world raises in its constructor, ``reset`` or ``step`` or returns something
+that is not ``(str, number, bool)`` (an errored rollout of kind ``environment`` whose message
+names the task and the exception). ``Rollout.reward`` is the episode's total reward,
+``Rollout.output`` the last action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillopt_ci.core.errors import InputError, ProviderError
+from skillopt_ci.core.messages import Message
+from skillopt_ci.core.records import Usage
+from skillopt_ci.core.text import clip
+from skillopt_ci.core.trajectory import Rollout, Step
+from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, keep_image, task_images
+from skillopt_ci.envs.worlds import load_world_class
+from skillopt_ci.models.base import Completion, ModelCaller
+
+ACTION_RULES = ("tag", "last_line")
+TRANSCRIPT_CHARS = 20_000
+TAG_NAME_RE = re.compile(r"^[A-Za-z][\w-]*$")
+
+
+@dataclass(frozen=True)
+class InteractiveOptions:
+    world: str  # "module:Class": a file of the suite directory or an installed module
+    world_options: dict[str, Any] = field(default_factory=dict)
+    max_steps: int = 30
+    history: int = 8
+    action: str = "tag"
+    action_tag: str = "action"
+
+
+class WorldFailure(Exception):
+    """The world raised or broke its contract; the message names the task and what happened."""
+
+
+def parse_action(text: str, rule: str, tag: str = "action") -> str | None:
+    """The action in a model reply, or ``None`` when the reply has none (see the module doc)."""
+    if rule == "tag":
+        found = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text, re.S | re.I)
+        action = found[-1].strip() if found else ""
+    else:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        action = lines[-1] if lines else ""
+    return action or None
+
+
+@dataclass
+class Episode:
+    """The state of one rollout while it runs; ``rollout()`` freezes it."""
+
+    task_id: str
+    started: float = field(default_factory=time.monotonic)
+    steps: list[Step] = field(default_factory=list)
+    pairs: list[tuple[str | None, str]] = field(default_factory=list)  # (action or None, observation)
+    observation: str = ""
+    turns: int = 0
+    reward: float = 0.0
+    done: bool = False
+    last_action: str = ""
+    completions: list[Completion] = field(default_factory=list)
+    error: dict[str, str] | None = None
+
+    def add(self, kind: str, text: str, **extra: Any) -> None:
+        self.steps.append(Step(kind, text, elapsed_s=time.monotonic() - self.started, **extra))
+
+    def observe(self, action: str | None, observation: str, reward: float = 0.0, done: bool = False,
+                *, initial: bool = False) -> None:
+        if not initial:
+            self.pairs.append((action, observation))
+        self.observation = observation
+        self.reward += reward
+        self.done = done
+        self.add("observation", observation, reward=reward, done=done)
+
+    def rollout(self, transcript: str) -> Rollout:
+        calls = self.completions
+        costs = [c.cost_usd for c in calls if c.cost_usd is not None]
+        usage = Usage()
+        for c in calls:
+            usage = usage + c.usage
+        finish = None if self.error else ("done" if self.done else "max_steps")
+        return Rollout(
+            output=self.last_action, steps=tuple(self.steps), reward=self.reward, done=self.done,
+            usage=usage, cost_usd=sum(costs) if calls and len(costs) == len(calls) else None,
+            latency_s=sum(c.latency_s for c in calls), wall_s=time.monotonic() - self.started,
+            cached=bool(calls) and all(c.cached for c in calls), finish_reason=finish,
+            error=self.error, transcript=transcript,
+        )
+
+
+class InteractiveEnvironment(BaseEnvironment):
+    name = "interactive"
+    Options = InteractiveOptions
+
+    def setup(self) -> None:
+        where = str(self.suite_dir / "suite.yaml")
+        o = self.options
+        if o.max_steps < 1:
+            raise InputError(f'option "max_steps" of environment interactive must be at least 1, got {o.max_steps}',
+                             where=where)
+        if o.history < 0:
+            raise InputError(f'option "history" of environment interactive must be 0 or more, got {o.history}',
+                             where=where)
+        if o.action not in ACTION_RULES:
+            raise InputError(f'option "action" of environment interactive must be one of '
+                             f"{', '.join(ACTION_RULES)}, got {o.action!r}", where=where)
+        if not TAG_NAME_RE.match(o.action_tag):
+            raise InputError(f'option "action_tag" of environment interactive must be a tag name '
+                             f"such as action, got {o.action_tag!r}", where=where)
+        self.world_class = load_world_class(o.world, self.suite_dir, where, "world")
+
+    async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
+        episode = Episode(request.task.id)
+        images = task_images(request.task, request.suite_dir)
+        world: Any = None
+        try:
+            world = await self._world_call(episode, "constructor", self.world_class, **self.options.world_options)
+            first = await self._world_call(episode, "reset", world.reset, dict(request.task.fields))
+            if not isinstance(first, str):
+                raise WorldFailure(f"task {episode.task_id!r}: the world's reset returned "
+                                   f"{type(first).__name__}, not an observation string")
+            episode.observe(None, first, initial=True)
+            if images:  # shown from the first turn on: the viewer puts them at the first observation
+                names = tuple(keep_image(image, request.image_dir) for image in images)
+                episode.steps[-1] = dataclasses.replace(episode.steps[-1], images=names)
+            while not episode.done and episode.turns < self.options.max_steps:
+                await self._turn(world, request, models, episode, images)
+        except ProviderError as exc:
+            episode.error = {"kind": exc.kind, "message": exc.message}
+            episode.add("error", f"{exc.kind}: {exc.message}")
+        except WorldFailure as exc:
+            episode.error = {"kind": "environment", "message": str(exc)}
+            episode.add("error", str(exc))
+        except BaseException:  # cancelled: close at once, synchronously, and let it through
+            self._close(world, episode)
+            raise
+        await asyncio.to_thread(self._close, world, episode)
+        return episode.rollout(render_transcript(request.prompt, episode.steps, TRANSCRIPT_CHARS))
+
+    async def _turn(self, world: Any, request: RolloutRequest, models: ModelCaller, episode: Episode,
+                    images: tuple[Any, ...]) -> None:
+        messages = self.messages(request, episode, images)
+        completion = await models.complete("target", messages, sample_index=request.sample_index,
+                                           context=self.identity())
+        episode.completions.append(completion)
+        episode.turns += 1
+        episode.add("model", completion.text, usage=completion.usage)
+        action = parse_action(completion.text, self.options.action, self.options.action_tag)
+        if action is None:
+            episode.observe(None, f"No action found in your reply. {self.instruction()}")
+            return
+        episode.last_action = action
+        episode.add("action", action)
+        result = await self._world_call(episode, "step", world.step, action)
+        episode.observe(action, *_check_step(result, episode.task_id))
+
+    async def _world_call(self, episode: Episode, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except Exception as exc:
+            raise WorldFailure(f"task {episode.task_id!r}: the world's {what} raised "
+                               f"{type(exc).__name__}: {clip(str(exc), 200)}") from exc
+
+    def _close(self, world: Any, episode: Episode) -> None:
+        """Call the world's ``close`` if it has one; a failing close is recorded as a step."""
+        close = getattr(world, "close", None)
+        if not callable(close):
+            return
+        try:
+            close()
+        except Exception as exc:  # the episode is over; a failing close is noted, not fatal
+            episode.add("error", f"the world's close raised {type(exc).__name__}: {clip(str(exc), 200)}")
+
+    def instruction(self) -> str:
+        if self.options.action == "tag":
+            tag = self.options.action_tag
+            return f"Reply with your next action inside <{tag}></{tag}>."
+        return "Reply with your next action alone on the last line of your answer."
+
+    def messages(self, request: RolloutRequest, episode: Episode, images: tuple[Any, ...] = ()) -> list[Message]:
+        """The turn's messages: a pure function of the prompt and the episode so far."""
+        parts = [request.prompt.rstrip()]
+        earlier = episode.pairs[:-1]
+        shown = earlier[-self.options.history:] if self.options.history else []
+        if shown:
+            lines = [f"Earlier steps (the last {len(shown)} of {len(earlier)}):"]
+            for action, observation in shown:
+                lines += [f"> {action if action is not None else '(no action)'}", observation]
+            parts.append("\n".join(lines))
+        current = "Current observation:\n" + episode.observation
+        if episode.pairs:
+            action = episode.pairs[-1][0]
+            current = f"Last action: {action if action is not None else '(no action)'}\n{current}"
+        parts += [current, self.instruction()]
+        text = "\n\n".join(parts)
+        user = Message("user", (text, *images) if images else text)
+        system = request.skill.body.strip()
+        return [Message("system", system), user] if system else [user]
+
+
+def _check_step(result: Any, task_id: str) -> tuple[str, float, bool]:
+    ok = (isinstance(result, tuple) and len(result) == 3 and isinstance(result[0], str)
+          and isinstance(result[1], (int, float)) and not isinstance(result[1], bool)
+          and math.isfinite(result[1]) and isinstance(result[2], bool))
+    if not ok:
+        raise WorldFailure(f"task {task_id!r}: the world's step returned {clip(repr(result), 80)}; "
+                           "expected (observation: str, reward: number, done: bool)")
+    return result[0], float(result[1]), result[2]
+
+
+def render_transcript(prompt: str, steps: tuple[Step, ...] | list[Step], limit: int) -> str:
+    """The episode as text for the optimizer; past ``limit`` characters the middle is cut (the
+    start shows the task and the world, the end how the episode finished)."""
+    lines = [f"[task]\n{prompt.strip()}"]
+    for step in steps:
+        head = step.kind
+        if step.kind == "observation" and step.reward:
+            head += f" reward={step.reward:g}"
+        if step.done:
+            head += " done"
+        lines.append(f"[{head}] {step.text}" if step.kind == "action" else f"[{head}]\n{step.text}")
+    text = "\n".join(lines)
+    if len(text) <= limit:
+        return text
+    note_len = 80
+    keep = max(limit - note_len, 0)
+    head_chars, tail_chars = keep // 2, keep - keep // 2
+    cut = len(text) - head_chars - tail_chars
+    return f"{text[:head_chars]}\n… [{cut} characters of the trajectory cut] …\n{text[len(text) - tail_chars:]}"

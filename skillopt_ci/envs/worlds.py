@@ -1,0 +1,77 @@
+"""Loading the world class an ``interactive`` suite names.
+
+``"module:Class"`` is looked up first as a file of the suite directory (``module.py``, dots as
+folders), imported by path under a module name unique to that file so two suites may each have
+a ``world.py``; ``sys.path`` is not touched. When no such file exists, ``module`` is imported as
+an installed module (``skillopt_ci.testing.textworld:TextWorld``, ``alfworld_adapter:World``).
+Every failure is an ``InputError`` naming ``where`` (the suite file) and the option.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.text import clip
+
+REQUIRED_METHODS = ("reset", "step")
+
+
+def load_world_class(spec: str, suite_dir: Path, where: str, option: str = "world") -> type:
+    """The class ``spec`` names, checked to have ``reset`` and ``step``."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise InputError(f'option "{option}" must be "module:Class", got {spec!r}', where=where)
+    relative = module_name if module_name.endswith(".py") else module_name.replace(".", "/") + ".py"
+    path = suite_dir / relative
+    module = _import_file(path, where, option) if path.is_file() else _import_module(module_name, where, option)
+    cls = getattr(module, attr, None)
+    if not isinstance(cls, type):
+        found = sorted(k for k, v in vars(module).items() if isinstance(v, type) and not k.startswith("_"))
+        raise InputError(f'option "{option}": {module_name} has no class {attr!r} '
+                         f"(classes found: {', '.join(found) or 'none'})", where=where)
+    missing = [m for m in REQUIRED_METHODS if not callable(getattr(cls, m, None))]
+    if missing:
+        raise InputError(f'option "{option}": class {spec} has no {" or ".join(missing)} method '
+                         "(a world needs reset(task) -> observation and step(action) -> "
+                         "(observation, reward, done))", where=where)
+    return cls
+
+
+def _import_file(path: Path, where: str, option: str) -> Any:
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    name = f"skillopt_user_world_{digest}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise InputError(f'option "{option}": cannot import {path.name}', where=where)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up here
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(name, None)
+        raise InputError(f'option "{option}": syntax error in {path.name} line {exc.lineno}: {exc.msg}',
+                         where=where) from None
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise InputError(f'option "{option}": importing {path.name} raised {type(exc).__name__}: '
+                         f"{clip(str(exc), 160)}", where=where) from None
+    return module
+
+
+def _import_module(name: str, where: str, option: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or name
+        raise InputError(f'option "{option}": no module {missing!r} (neither {name.replace(".", "/")}.py '
+                         "in the suite directory nor an installed module)", where=where,
+                         hint="put the file next to suite.yaml or install the package") from None
+    except Exception as exc:
+        raise InputError(f'option "{option}": importing {name} raised {type(exc).__name__}: '
+                         f"{clip(str(exc), 160)}", where=where) from None
