@@ -27,6 +27,7 @@ from skillopt_ci.testing.analyst import (
     parse_rules,
 )
 from skillopt_ci.testing.optimizer_sim import OptimizerSim, SkillView, harmful_edit
+from skillopt_ci.testing.sim_models import SimulatedModels
 from skillopt_ci.train.optimizer import OptimizerBuffer, ReflectionContext, read_proposal
 from skillopt_ci.train.optimizer.reflect import reflection_messages
 
@@ -218,3 +219,12 @@ def test_the_sales_harmful_edit_rounds_amounts_and_costs_val_score(tmp_path):
 def test_sim_tells_sales_skills_from_triage_skills():
     assert SkillView(SKILL.text).domain == "sales"
     assert SkillView(load_skill(example_path("skills/ticket-triage")).text).domain == "triage"
+
+
+def test_the_demos_models_send_requests_with_tools_to_the_analyst():
+    models = SimulatedModels()
+    prompt = SUITE.render_prompt(SUITE.tasks("val")[0])
+    (call,) = models(request(SKILL.body, [{"role": "user", "content": prompt}])).tool_calls
+    assert call.name == "python"
+    triage = models(request("Answer with only category/priority.", [{"role": "user", "content": "Ticket:\nhi"}], tools=[]))
+    assert triage == "question/P3"
