@@ -393,7 +393,6 @@ def test_reward_scorer_needs_an_environment_with_a_reward():
 # --- end to end --------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(reason="needs the engine seam", strict=False)
 def test_eval_runs_the_interactive_suite_through_the_cli(tmp_path):
     root = tmp_path / "proj"
     shutil.copytree(SUITE, root / "eval_suites" / "textworld")

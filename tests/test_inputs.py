@@ -250,3 +250,93 @@ def test_cache_modes_are_defined_once_and_match_the_schema():
     assert tuple(m for m in enum if m is not False) == CACHE_MODES
     eval_help = run_cli("eval", "--help", env={"COLUMNS": "200"}).out
     assert "[" + "|".join(CACHE_MODES) + "]" in eval_help
+
+
+def png(rgb: tuple[int, int, int]) -> bytes:
+    """A valid 1×1 PNG of one colour (model APIs refuse malformed images)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(bytes([0, *rgb])))
+            + chunk(b"IEND", b""))
+
+
+def set_task_fields(project: Path, line: int, **fields) -> None:
+    """Add fields to the task on ``line`` (1-based) of the val split."""
+    val = project / SUITE / "val.jsonl"
+    lines = val.read_text().splitlines()
+    lines[line - 1] = json.dumps({**json.loads(lines[line - 1]), **fields})
+    val.write_text("\n".join(lines) + "\n")
+
+
+def test_task_files_and_images_in_subfolders_are_part_of_the_suite_hash(project):
+    images = project / SUITE / "media" / "shots"
+    images.mkdir(parents=True)
+    (images / "screen.png").write_bytes(png((255, 0, 0)))
+    (project / SUITE / "data").mkdir()
+    (project / SUITE / "data" / "orders.csv").write_text("id,total\n1,9.5\n")
+    before = load_suite(project / SUITE).hash
+    set_task_fields(project, 2, images=["media/shots/screen.png"], files={"orders.csv": "data/orders.csv"})
+    with_refs = load_suite(project / SUITE)
+    assert with_refs.hash != before
+    (images / "screen.png").write_bytes(png((0, 0, 255)))
+    assert load_suite(project / SUITE).hash != with_refs.hash
+    (project / SUITE / "data" / "orders.csv").write_text("id,total\n1,9.75\n")
+    changed_csv = load_suite(project / SUITE).hash
+    assert changed_csv not in (with_refs.hash, before)
+    # A file no task references is not part of the suite.
+    (project / SUITE / "media" / "unused.png").write_bytes(png((1, 2, 3)))
+    assert load_suite(project / SUITE).hash == changed_csv
+
+
+@pytest.mark.parametrize("field", ["images", "files"])
+def test_a_changed_image_invalidates_a_resumed_run(project, field):
+    (project / SUITE / "img").mkdir()
+    (project / SUITE / "img" / "shot.png").write_bytes(png((255, 0, 0)))
+    set_task_fields(project, 1, **{field: "img/shot.png"})
+    out = project / "run"
+    assert run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project).code == 0
+    again = run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project)
+    assert again.code == 0, again.err  # unchanged: resumes (nothing left to run)
+    (project / SUITE / "img" / "shot.png").write_bytes(png((0, 255, 0)))
+    res = run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project)
+    assert res.code == 2
+    assert "holds a different run (suite_hash differ)" in res.err
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"images": ["img/missing.png"]}, "task 'val-03': images 'img/missing.png' does not exist in the suite directory"),
+    ({"files": "../train.jsonl"}, "task 'val-03': files path '../train.jsonl' leaves the suite directory"),
+    ({"files": {"data.csv": "/etc/hostname"}}, "task 'val-03': files path '/etc/hostname' leaves the suite directory"),
+    ({"files": {"../../out.csv": "scorer.py"}}, "task 'val-03': files path '../../out.csv' leaves the suite directory"),
+    ({"images": 7}, "task 'val-03': 'images' must be a path, a list of paths or a mapping of paths"),
+    ({"files": ["ok.txt", 3]}, "task 'val-03': 'files' must be a path, a list of paths or a mapping of paths"),
+    ({"images": ["scorer.py"]}, "task 'val-03': images 'scorer.py' is not PNG, JPEG, GIF or WebP"),
+])
+def test_a_bad_task_file_reference_is_named_at_its_line(project, fields, message):
+    set_task_fields(project, 3, **fields)
+    err = eval_fails(project)
+    assert f"val.jsonl:3: {message}" in err.splitlines()[0]
+    res = run_cli("validate", cwd=project)
+    assert res.code == 2 and f"val.jsonl:3: {message}" in res.err
+
+
+def test_a_task_file_linked_from_outside_the_suite_is_refused(project, tmp_path):
+    import os
+
+    (tmp_path / "private.csv").write_text("secret\n")
+    os.symlink(tmp_path / "private.csv", project / SUITE / "linked.csv")
+    set_task_fields(project, 4, files=["linked.csv"])
+    err = eval_fails(project)
+    assert "val.jsonl:4: task 'val-04': files 'linked.csv' leaves the suite directory" in err
+
+
+def test_image_suffixes_are_the_environments_image_types():
+    from skillopt_ci.envs.base import IMAGE_TYPES
+    from skillopt_ci.inputs.suite import IMAGE_SUFFIXES
+
+    assert set(IMAGE_SUFFIXES) == set(IMAGE_TYPES)

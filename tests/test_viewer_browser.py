@@ -39,6 +39,14 @@ from test_gate import (
     skill_text,
 )
 from test_train import train_project
+from test_viewer_steps import (
+    BAD_ARGS,
+    LONG_OUTPUT,
+    MARKUP_RESULT,
+    SCRIPT_RESULT,
+    TOOL_ARGS,
+    write_tools_run,
+)
 
 from conftest import run_cli, write_project
 from skillopt_ci.core.records import EvalSummary
@@ -599,3 +607,82 @@ def test_live_viewer_follows_a_training_run_without_reloading(browser, tmp_path)
                 if process.poll() is None:
                     process.kill()
                 process.wait()
+
+
+# ---- a rollout's trajectory ----------------------------------------------------------------------
+
+
+def assert_only_thumbnails(page: Page) -> None:
+    """Nothing injected ran, and every image on the page is one of our thumbnails, a PNG data URL."""
+    assert page.evaluate("window.__pwned") is None
+    assert page.evaluate("document.scripts.length") <= 2
+    sources = page.locator("img").evaluate_all("imgs => imgs.map((i) => i.className + ' ' + i.src.slice(0, 22))")
+    assert all(s == "thumb data:image/png;base64," for s in sources), sources
+
+
+def check_trajectory(page: Page, tmp_path: Path, shot: str) -> None:
+    """Open the tools result, expand its trajectory and check what a reader sees."""
+    page.locator("#results-table tbody tr", has_text="csv-mean").click()
+    traj = page.locator("#trajectory")
+    steps = traj.locator("details.steps")
+    assert "11 steps · 3 tool calls · 1 action · 2 errors · 5 images · 300.00s" in steps.locator("summary").inner_text()
+    assert not traj.locator("li.step").first.is_visible()  # collapsed until asked for
+    steps.locator("summary").click()
+    items = traj.locator("li.step")
+    expect(items.first).to_be_visible()
+    assert items.count() == 11
+    assert traj.locator(".step-n").all_inner_texts() == [str(n) for n in range(1, 12)]
+    assert [items.nth(i).get_attribute("data-kind") for i in range(11)][:3] == ["model", "tool_call", "tool_result"]
+    call = items.nth(1)
+    assert call.locator(".step-name").inner_text() == "python"
+    assert call.locator("pre.step-args").inner_text() == json.dumps(TOOL_ARGS, indent=2)
+    assert items.nth(2).locator("pre.step-text").inner_text() == SCRIPT_RESULT  # text, not markup
+    bad = items.nth(3)
+    assert bad.locator("pre.step-args").inner_text() == BAD_ARGS and "not valid JSON" in bad.inner_text()
+    assert "failed" in items.nth(4).get_attribute("class") and "error" in items.nth(4).locator(".badge").inner_text()
+    assert "failed" in items.nth(10).get_attribute("class")
+    assert "time limit" in items.nth(10).inner_text() and "at 300.00s" in items.nth(10).inner_text()
+    observation = items.nth(7)
+    assert MARKUP_RESULT in observation.inner_text() and "reward 0.500" in observation.inner_text()
+    assert observation.locator("a").count() == 0
+    # The long tool output shows its start, then all of it on request.
+    long = items.nth(6)
+    assert long.locator("pre.step-text").inner_text() != LONG_OUTPUT
+    long.locator("button.show-all").click()
+    assert long.locator("pre.step-text").inner_text() == LONG_OUTPUT
+    # The PNG is shown as a thumbnail (decoded: it has its real size); the SVG and the oversized image are not.
+    thumb = observation.locator("img.thumb")
+    expect(thumb).to_have_count(1)
+    assert thumb.evaluate("img => [img.complete, img.naturalWidth, img.naturalHeight]") == [True, 40, 30]
+    assert thumb.is_visible()
+    notes = items.nth(8).locator(".image-note").all_inner_texts()
+    assert sum("not a PNG, JPEG, GIF or WebP" in n for n in notes) == 1 and "per image" in notes[1]
+    assert "not a PNG, JPEG, GIF or WebP" in observation.locator(".image-note").inner_text()
+    thumb.click()
+    assert "large" in thumb.get_attribute("class")
+    assert traj.locator("ul.files li").all_inner_texts() == ["out.txt (4 bytes)", "big.csv (not kept)",
+                                                             "../../../run.json (not kept)"]
+    assert traj.locator("ul.files a").count() == 0
+    assert "reward" in traj.locator("table.kv").inner_text()
+    steps.scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / shot))
+    # A chat result beside it: no trajectory, as before.
+    page.locator("#results-table tbody tr", has_text="chat-task").click()
+    assert traj.locator("details.steps").count() == 0 and traj.locator(".message.assistant pre").inner_text() == "hi"
+
+
+def test_a_tools_trajectory_is_shown_step_by_step_with_its_images(browser, tmp_path):
+    run = tmp_path / "runs" / "tools"
+    write_tools_run(run)
+    html = write_report(run, tmp_path)
+    with open_page(browser, html.as_uri()) as w:
+        check_trajectory(w.page, tmp_path, "trajectory-report.png")
+        assert_only_thumbnails(w.page)
+        w.assert_clean(only_file(html))
+
+    with ViewerServer(run.parent) as viewer, open_page(browser) as w:
+        w.page.goto(f"{viewer.url}/#run=tools")
+        w.page.wait_for_selector('#summary[data-ready="1"]')
+        check_trajectory(w.page, tmp_path, "trajectory-live.png")
+        assert_only_thumbnails(w.page)
+        w.assert_clean(lambda url: url.startswith(viewer.url + "/"))

@@ -2,15 +2,22 @@
 
 A protected region is the text between ``<!-- skillopt:protected:start NAME -->`` and
 ``<!-- skillopt:protected:end NAME -->`` (``NAME`` optional). Step edits may not touch it; only
-the slow update may rewrite its named block. Parsing is pure; :func:`load_skill` is the only I/O.
+the slow update may rewrite its named block. Parsing is pure; :func:`load_skill` and
+:func:`folder_resources` are the only I/O.
+
+A skill is a lone markdown file or an Agent Skills folder: ``SKILL.md`` plus other files
+(``scripts/``, ``references/``, assets). The folder's other files are the skill's *resources*,
+hashed with its text, so the whole folder is the skill's identity; the optimizer edits the text
+only (:meth:`Skill.with_text`), so a candidate keeps its parent's folder and resources.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +32,12 @@ PROTECTED_RE = re.compile(
     r"<!--\s*skillopt:protected:(?P<kind>start|end)(?:\s+(?P<name>[A-Za-z0-9_.-]+))?\s*-->"
 )
 _WORD_RE = re.compile(r"[A-Za-z]+|\d+|[^\sA-Za-z\d]")
+SKILL_FILE = "SKILL.md"
+# Version-control and tool caches: not part of what a skill is, and they change on their own.
+JUNK_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+JUNK_FILES = frozenset({".DS_Store", "Thumbs.db"})
+JUNK_SUFFIXES = (".pyc", ".pyo")
+MAX_RESOURCES = 10_000  # far beyond any real skill; stops a SKILL.md at a repository's top hashing it all
 
 
 @dataclass(frozen=True)
@@ -41,8 +54,13 @@ class ProtectedRegion:
 class Skill:
     """A skill document as deployed. ``text`` is the whole file; ``body`` is it without front matter.
 
-    ``hash`` is the sha256 of ``text`` (what the file holds byte for byte after decoding), so
-    two skills with the same hash behave the same for the target model.
+    ``folder`` is the skill's folder (absolute) when the skill is ``SKILL.md`` in a folder that
+    holds other files; ``resources`` are those files as sorted (relative POSIX path, sha256)
+    pairs. Both are empty for a lone file.
+
+    ``hash`` identifies what an agent gets: the sha256 of ``text`` when there are no resources
+    (so a lone file's hash is its text's), else a sha256 over the text's digest and every
+    (path, digest) pair. Two skills with the same hash behave the same.
     """
 
     text: str
@@ -51,6 +69,8 @@ class Skill:
     protected: tuple[ProtectedRegion, ...] = ()
     path: str = ""
     warnings: tuple[str, ...] = ()  # soft deviations from the Agent Skills spec (usable, but worth fixing)
+    folder: Path | None = None
+    resources: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -62,11 +82,36 @@ class Skill:
 
     @property
     def hash(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        return skill_hash(self.text, self.resources)
 
     @property
     def tokens(self) -> int:
         return estimate_tokens(self.text)
+
+    def with_text(self, text: str, *, path: str | None = None) -> Skill:
+        """A candidate with ``text`` as its ``SKILL.md``: parsed like any skill (raises
+        :class:`InputError` the same way), keeping this skill's folder and resources."""
+        parsed = parse_skill(text, path=self.path if path is None else path)
+        return replace(parsed, folder=self.folder, resources=self.resources)
+
+    def identity(self) -> dict[str, Any]:
+        """What run summaries record about the skill: name, path, hash, tokens, and for a
+        folder skill its ``resources`` as ``[{"path", "sha256"}]``."""
+        out: dict[str, Any] = {"name": self.name, "path": self.path, "hash": self.hash, "tokens": self.tokens}
+        if self.resources:
+            out["resources"] = [{"path": rel, "sha256": digest} for rel, digest in self.resources]
+        return out
+
+
+def skill_hash(text: str, resources: tuple[tuple[str, str], ...] = ()) -> str:
+    """The identity of a skill's text plus its resources (see :class:`Skill`)."""
+    text_digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if not resources:
+        return text_digest
+    digest = hashlib.sha256(b"skill-folder\0" + text_digest.encode() + b"\n")
+    for rel, sha in resources:
+        digest.update(rel.encode("utf-8") + b"\0" + sha.encode() + b"\n")
+    return digest.hexdigest()
 
 
 def estimate_tokens(text: str) -> int:
@@ -181,7 +226,10 @@ def find_protected(text: str, where: str = "<skill>") -> tuple[ProtectedRegion, 
 
 
 def load_skill(path: str | Path, *, display: str | None = None) -> Skill:
-    """Read and parse a skill file. ``display`` is the path shown in messages (default: as given)."""
+    """Read and parse a skill file. ``display`` is the path shown in messages (default: as given).
+
+    A ``SKILL.md`` (or a directory holding one) whose folder has other files is a folder skill:
+    ``folder`` and ``resources`` are filled by :func:`folder_resources`."""
     p = Path(path)
     shown = display or str(path)
     if not p.exists():
@@ -195,4 +243,75 @@ def load_skill(path: str | Path, *, display: str | None = None) -> Skill:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text (byte {exc.start})", where=shown) from None
-    return parse_skill(text, path=shown)
+    skill = parse_skill(text, path=shown)
+    if p.name != SKILL_FILE:
+        return skill
+    folder = p.parent.resolve()
+    resources = folder_resources(folder, display=str(Path(shown).parent))
+    return replace(skill, folder=folder, resources=resources) if resources else skill
+
+
+def is_junk(name: str, *, directory: bool) -> bool:
+    """A version-control or cache entry that is never part of a skill folder."""
+    if directory:
+        return name in JUNK_DIRS
+    return name in JUNK_FILES or name.endswith(JUNK_SUFFIXES)
+
+
+def folder_resources(folder: Path, *, display: str | None = None) -> tuple[tuple[str, str], ...]:
+    """(relative POSIX path, sha256) of every file under ``folder`` except its top ``SKILL.md``
+    and junk (:func:`is_junk`), sorted by path.
+
+    A symbolic link is followed when it stays inside the folder; one that points outside it (or
+    nowhere) is an :class:`InputError` naming it, since the skill would not be self-contained.
+    Linked directories are not walked twice: their files are counted where they really are.
+    """
+    root = folder.resolve()
+    shown = display or str(folder)
+    found: list[tuple[str, str]] = []
+    for current, dirs, files in os.walk(root):
+        here = Path(current)
+        # _check_link raises for a link out of the folder; links to directories inside are skipped.
+        dirs[:] = sorted(d for d in dirs if not is_junk(d, directory=True) and not _check_link(here / d, root, shown))
+        for name in files:
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            if rel == SKILL_FILE or is_junk(name, directory=False):
+                continue
+            _check_link(path, root, shown)
+            if not path.is_file():
+                continue  # sockets, fifos: not content
+            if len(found) >= MAX_RESOURCES:
+                raise InputError(f"the skill folder has more than {MAX_RESOURCES} files", where=shown,
+                                 hint="a skill folder holds SKILL.md and its own resources only; "
+                                      "is SKILL.md at the top of a larger tree?")
+            found.append((rel, _file_digest(path, f"{shown}/{rel}")))
+    return tuple(sorted(found))
+
+
+def _check_link(path: Path, root: Path, shown: str) -> bool:
+    """True when ``path`` is a symbolic link (to somewhere inside ``root``); raises for a link
+    that leaves ``root`` or points nowhere."""
+    if not path.is_symlink():
+        return False
+    rel = path.relative_to(root).as_posix()
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise InputError("symbolic link points nowhere", where=f"{shown}/{rel}",
+                         hint="remove it or make it a regular file") from None
+    if target != root and root not in target.parents:
+        raise InputError(f"symbolic link points outside the skill folder (to {target})", where=f"{shown}/{rel}",
+                         hint="copy the file into the skill folder: the folder must be self-contained")
+    return True
+
+
+def _file_digest(path: Path, shown: str) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise InputError(f"cannot read skill file: {exc.strerror}", where=shown) from None
+    return digest.hexdigest()

@@ -1,9 +1,19 @@
-"""A task: one example of an eval suite."""
+"""A task: one example of an eval suite, and the files it references.
+
+A task's ``files`` and ``images`` fields name files of the suite directory: a path, a list of
+paths, or a mapping {path in the workspace: path in the suite directory}. :func:`task_paths` reads
+either field the same way for the suite loader (which checks and hashes the files) and for the
+environments (which copy or send them).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from skillopt_ci.core.errors import InputError
+
+PATH_FIELDS = ("files", "images")
 
 
 @dataclass(frozen=True)
@@ -33,3 +43,20 @@ class Task:
             else:
                 raise KeyError(dotted)
         return value
+
+
+def task_paths(task: Task, key: str) -> dict[str, str]:
+    """The task's ``files`` or ``images`` as {path in the workspace: path relative to the suite
+    directory}. A list keeps each path as it is; a mapping names the workspace path. Any other
+    shape is an :class:`InputError` at the task's source."""
+    value = task.fields.get(key)
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return {value: value}
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return {v: v for v in value}
+    if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return dict(value)
+    raise InputError(f"task {task.id!r}: {key!r} must be a path, a list of paths or a mapping of paths",
+                     where=task.source or None)

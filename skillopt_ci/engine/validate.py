@@ -35,6 +35,7 @@ def validate_project(config_path: Path, display: str | None = None) -> tuple[Con
     for entry in config.skills:
         if entry.path.is_file():
             problems += _skill_problems(entry.path, _relative(entry.path, config.root), config)
+            problems += _suite_in_folder(entry.path, entry.suite, _relative(entry.suite, config.root))
         if entry.suite.is_dir() and entry.suite not in checked_suites:
             checked_suites.add(entry.suite)
             problems += suite_problems(entry.suite, _relative(entry.suite, config.root), config)
@@ -50,6 +51,18 @@ def _skill_problems(path: Path, shown: str, config: Config) -> list[Problem]:
     except InputError as exc:
         return [Problem(exc.where or shown, exc.message)]
     return skill_warnings(skill, shown, config.limits)
+
+
+def _suite_in_folder(skill_path: Path, suite: Path, shown: str) -> list[Problem]:
+    """A suite inside a folder skill would ship with it: its tasks and expected answers become
+    skill files installed into every rollout's workspace."""
+    if skill_path.name != "SKILL.md":
+        return []
+    folder, where = skill_path.parent.resolve(), suite.resolve()
+    if folder not in where.parents:
+        return []
+    return [Problem(shown, "the suite is inside the skill's folder, so its tasks and expected answers are skill "
+                    "files installed into every workspace; move the suite out of the skill folder", level="warning")]
 
 
 def suite_problems(path: Path, shown: str, config: Config | None) -> list[Problem]:

@@ -21,7 +21,7 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.messages import ImagePart
 from skillopt_ci.core.options import NoOptions, options_to_dict
 from skillopt_ci.core.skill import Skill
-from skillopt_ci.core.task import Task
+from skillopt_ci.core.task import Task, task_paths
 from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.models.base import ModelCaller
 
@@ -93,22 +93,6 @@ class BaseEnvironment:
 
     async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
         raise NotImplementedError
-
-
-def task_paths(task: Task, key: str) -> dict[str, str]:
-    """The task's ``files`` or ``images`` as {path in the workspace: path relative to the suite
-    directory}. A list keeps each path as it is; a mapping names the workspace path."""
-    value = task.fields.get(key)
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        return {value: value}
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return {v: v for v in value}
-    if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        return dict(value)
-    raise InputError(f"task {task.id!r}: {key!r} must be a path, a list of paths or a mapping of paths",
-                     where=task.source or None)
 
 
 def task_images(task: Task, suite_dir: Path) -> tuple[ImagePart, ...]:

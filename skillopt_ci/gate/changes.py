@@ -1,9 +1,11 @@
 """Which configured skills a change touches, found with real ``git``.
 
 A skill changed when its file or its suite directory changed between the merge base of the two
-refs and the head (the working tree when no head ref is given). A skill added at head is
-``added``; a skill the config listed at base whose file is gone is ``deleted``. Reads git only:
-no model call, no evaluation.
+refs and the head (the working tree when no head ref is given). A ``SKILL.md`` skill is its whole
+folder: a change to any file in it (``scripts/``, ``references/``, assets; caches and VCS files
+aside, and the suite's own files when the suite sits inside it) modifies the skill, and the
+change lists those files. A skill added at head is ``added``; a skill the config listed at base
+whose file is gone is ``deleted``. Reads git only: no model call, no evaluation.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from pathlib import Path
 import yaml
 
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.gate.git import Git
+from skillopt_ci.core.skill import SKILL_FILE, is_junk
+from skillopt_ci.gate.git import FileChange, Git
 from skillopt_ci.gate.verdict import SkillChange
 from skillopt_ci.inputs.config import Config
 
@@ -30,10 +33,13 @@ def find_changes(git: Git, config: Config, base: str, head: str | None) -> list[
         path = _relative(entry.path, top)
         suite = _relative(entry.suite, top)
         change = by_path.get(path)
+        files = folder_changes(changes, path, suite)
         if change is not None and change.status == "A":
             found.append(SkillChange(entry.name, path, suite, "added"))
         elif change is not None and change.status in "MTRC":
-            found.append(SkillChange(entry.name, path, suite, "modified", change.old_path or path))
+            found.append(SkillChange(entry.name, path, suite, "modified", change.old_path or path, files))
+        elif files and (change is None or change.status != "D"):
+            found.append(SkillChange(entry.name, path, suite, "modified", path, files))
         elif any(c.path.startswith(suite + "/") or (c.old_path or "").startswith(suite + "/") for c in changes):
             found.append(SkillChange(entry.name, path, suite, "suite-changed", path))
     listed = {c.path for c in found}
@@ -41,6 +47,33 @@ def find_changes(git: Git, config: Config, base: str, head: str | None) -> list[
         if path not in listed and path in by_path and by_path[path].status == "D":
             found.append(SkillChange(name, path, suite, "deleted", path))
     return found
+
+
+def folder_changes(changes: Sequence[FileChange], skill_path: str, suite: str) -> tuple[tuple[str, str], ...]:
+    """The files of ``skill_path``'s folder (when it is a ``SKILL.md``) that changed, besides
+    the ``SKILL.md`` itself, junk, and the suite's files: sorted (path in the folder, how)."""
+    if Path(skill_path).name != SKILL_FILE:
+        return ()
+    folder = Path(skill_path).parent.as_posix()
+    prefix = "" if folder in ("", ".") else folder + "/"
+    suite_prefix = suite.rstrip("/") + "/"
+
+    def inside(path: str | None) -> str | None:
+        if not path or not path.startswith(prefix) or path == skill_path or path.startswith(suite_prefix):
+            return None
+        rel = path[len(prefix):]
+        parts = rel.split("/")
+        junk = any(is_junk(d, directory=True) for d in parts[:-1]) or is_junk(parts[-1], directory=False)
+        return None if junk else rel
+
+    found: dict[str, str] = {}
+    for c in changes:
+        new, old = inside(c.path), inside(c.old_path) if c.status == "R" else None
+        if old:
+            found[old] = "deleted"
+        if new:
+            found[new] = {"A": "added", "D": "deleted"}.get(c.status, "added" if c.status in "RC" else "changed")
+    return tuple(sorted(found.items()))
 
 
 def _relative(path: Path, top: Path) -> str:

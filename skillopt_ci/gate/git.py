@@ -6,9 +6,12 @@ so the working tree (and the head version) are never touched.
 
 from __future__ import annotations
 
+import io
+import os
 import subprocess
+import tarfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from skillopt_ci.core.errors import InputError, RuntimeFailure
 
@@ -102,3 +105,29 @@ class Git:
 
     def exists(self, ref: str, path: str) -> bool:
         return self._run("cat-file", "-e", f"{ref}:{path}", check=False).returncode == 0
+
+    def export(self, ref: str, folder: str, dest: Path) -> None:
+        """Write the tracked files of ``folder`` at ``ref`` into ``dest`` (which must exist), as
+        they were committed: regular files and symbolic links (links are recreated as stored,
+        so a link that leaves the folder is still seen, and refused, by the skill loader)."""
+        spec = f"{ref}:{folder}" if folder not in ("", ".") else f"{ref}:"
+        proc = self._run("archive", "--format=tar", spec, check=False)
+        if proc.returncode != 0:
+            return  # the folder does not exist at ref: nothing to write
+        with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
+            for member in tar.getmembers():
+                rel = PurePosixPath(member.name)
+                if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+                    continue  # git never writes such names; refuse them anyway
+                target = dest.joinpath(*rel.parts)
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                elif member.issym():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.symlink(member.linkname, target)
+                elif member.isfile():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    source = tar.extractfile(member)
+                    target.write_bytes(source.read() if source else b"")
+                    if member.mode & 0o100:
+                        target.chmod(0o755)

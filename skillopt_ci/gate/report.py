@@ -141,8 +141,10 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
             head += ["", power]
     else:
         head.append("No configured skill or suite changed.")
-    notes = [f"- **{escape_inline(s.change.name, 60)}**: {escape_inline(s.reason, 300)}"
-             for s in report.skills if s.failed or s.verdict == "inconclusive"]
+    notes = [f"- **{escape_inline(s.change.name, 60)}** skill folder: {escape_inline(s.change.files_line(), 600)}"
+             for s in report.skills if s.change.files]
+    notes += [f"- **{escape_inline(s.change.name, 60)}**: {escape_inline(s.reason, 300)}"
+              for s in report.skills if s.failed or s.verdict == "inconclusive"]
     notes += [f"- ⚠️ **{escape_inline(s.change.name, 60)}** (warning): {escape_inline(w, 300)}"
               for s in report.skills for w in s.warnings]
     if notes:
@@ -224,5 +226,6 @@ def terminal_table(report: GateReport) -> str:
     if not rows:
         return "no configured skill or suite changed"
     table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
+    files = "".join(f"\n{s.change.name}: {s.change.files_line()}" for s in report.skills if s.change.files)
     power = power_line(report)
-    return table + ("\n\n" + power if power else "")
+    return table + ("\n" + files if files else "") + ("\n\n" + power if power else "")

@@ -4,7 +4,9 @@
   a skill whose file changed, or whose suite directory changed. A skill added at head is
   evaluated alone (against ``gate.min_score`` if set); a skill deleted at head is reported only.
 - The base version is read with ``git show``, never checked out. The head version is read the same
-  way when ``--head`` is given, else from the working tree (so local edits can be gated).
+  way when ``--head`` is given, else from the working tree (so local edits can be gated). A
+  folder skill's files at a ref are written to a temporary folder for the evaluation, so each
+  side runs with its own ``scripts/`` and ``references/``.
 - Both sides run on the checked-out suite (the same tasks, the same repeats), through one cache:
   when only the head changed, the base side is answered from the cache.
 
@@ -15,13 +17,14 @@ Changed skills come from :mod:`skillopt_ci.gate.changes`, verdicts from
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.shard import Shard
-from skillopt_ci.core.skill import Skill, parse_skill
+from skillopt_ci.core.skill import SKILL_FILE, Skill, load_skill, parse_skill
 from skillopt_ci.engine.evaluation import EvalSession, make_plan
 from skillopt_ci.engine.rundir import write_json_atomic
 from skillopt_ci.gate.changes import resolve_changes
@@ -77,23 +80,42 @@ def _judge_skill(config: Config, git: Git, session: EvalSession, out: Path, chan
                  fresh: bool) -> tuple[SkillVerdict, Skill | None]:
     if change.status == "deleted":
         return SkillVerdict(change, "deleted", False, "skill file deleted; nothing to evaluate"), None
-    head_text = git.show(head, change.path) if head else (top / change.path).read_text(encoding="utf-8")
-    if head_text is None:
-        raise InputError(f"skill {change.path!r} does not exist at {head[:12]}")
-    head_skill = parse_skill(head_text, path=change.path)
-    suite = load_suite(top / change.suite, display=change.suite)
-    plan = make_plan(head_skill, suite, policy.split, policy.repeats, shard)
-    all_ids = tuple(t.id for t in suite.tasks(policy.split))
-    head_run = session.evaluate(plan, out / change.name / "head", fresh=fresh, label=f"gate {change.name} head")
-    base_text = git.show(base, change.base_path) if change.base_path else None
-    if base_text is None:
-        return new_skill_verdict(change, head_run.summary, policy, all_ids), head_skill
-    base_skill = parse_skill(base_text, path=f"{base[:12]}:{change.base_path}")
-    base_plan = make_plan(base_skill, suite, policy.split, policy.repeats, shard)
-    base_run = session.evaluate(base_plan, out / change.name / "base", fresh=fresh,
-                                label=f"gate {change.name} base")
+    with tempfile.TemporaryDirectory(prefix="skillopt-gate-") as scratch:
+        head_skill = skill_at(git, top, head, change.path, change.path, Path(scratch) / "head")
+        if head_skill is None:
+            raise InputError(f"skill {change.path!r} does not exist at {(head or '')[:12]}")
+        suite = load_suite(top / change.suite, display=change.suite)
+        plan = make_plan(head_skill, suite, policy.split, policy.repeats, shard)
+        all_ids = tuple(t.id for t in suite.tasks(policy.split))
+        head_run = session.evaluate(plan, out / change.name / "head", fresh=fresh, label=f"gate {change.name} head")
+        base_skill = skill_at(git, top, base, change.base_path, f"{base[:12]}:{change.base_path}",
+                              Path(scratch) / "base") if change.base_path else None
+        if base_skill is None:
+            return new_skill_verdict(change, head_run.summary, policy, all_ids), head_skill
+        base_plan = make_plan(base_skill, suite, policy.split, policy.repeats, shard)
+        base_run = session.evaluate(base_plan, out / change.name / "base", fresh=fresh,
+                                    label=f"gate {change.name} base")
     return decide(change, base_run.results, head_run.results, [t.id for t in plan.tasks], policy,
                   base_run.summary, head_run.summary, all_ids), head_skill
+
+
+def skill_at(git: Git, top: Path, ref: str | None, path: str, shown: str, scratch: Path) -> Skill | None:
+    """The skill at ``path`` (relative to the repository) as of ``ref``, or from the working tree
+    when ``ref`` is None; ``None`` when it does not exist at ``ref``. A ``SKILL.md``'s folder at a
+    ref is written into ``scratch`` (which must outlive the evaluation), so the skill's resources,
+    its hash and what an environment installs are that ref's, never the working tree's."""
+    if ref is None:
+        return load_skill(top / path, display=shown)
+    text = git.show(ref, path)
+    if text is None:
+        return None
+    if Path(path).name != SKILL_FILE:
+        return parse_skill(text, path=shown)
+    scratch.mkdir(parents=True, exist_ok=True)
+    git.export(ref, Path(path).parent.as_posix(), scratch)
+    exported = load_skill(scratch / SKILL_FILE, display=shown)
+    # The text as git shows it, so a lone SKILL.md reads exactly as it always has.
+    return exported.with_text(text) if exported.text != text else exported
 
 
 def run_compare(config: Config, session: EvalSession, base_path: Path, head_path: Path, suite_path: Path,
@@ -101,7 +123,6 @@ def run_compare(config: Config, session: EvalSession, base_path: Path, head_path
     """``skillopt-ci compare``: the gate's paired comparison for two skill files."""
     from skillopt_ci.core.names import slug
     from skillopt_ci.core.paths import display_path
-    from skillopt_ci.core.skill import load_skill
 
     policy = config.gate
     base_skill = load_skill(base_path, display=display_path(base_path))

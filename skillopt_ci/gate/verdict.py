@@ -23,13 +23,22 @@ WORKTREE = "WORKTREE"
 @dataclass(frozen=True)
 class SkillChange:
     """A configured skill touched by the change. ``status``: modified, added, deleted or
-    suite-changed. Paths are relative to the repository root."""
+    suite-changed. Paths are relative to the repository root. ``files`` lists the files of a
+    skill folder that changed besides ``SKILL.md``, as (path inside the folder, ``added`` |
+    ``changed`` | ``deleted``): a folder skill is modified when any of its files is."""
 
     name: str
     path: str
     suite: str
     status: str
     base_path: str | None = None
+    files: tuple[tuple[str, str], ...] = ()
+
+    def files_line(self, limit: int = 10) -> str:
+        """``scripts/check.py changed, references/api.md added`` (the first ``limit``), or ''."""
+        shown = ", ".join(f"{path} {how}" for path, how in self.files[:limit])
+        more = f" and {len(self.files) - limit} more" if len(self.files) > limit else ""
+        return shown + more
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class SkillVerdict:
             "suite": self.change.suite,
             "status": self.change.status,
             "base_path": self.change.base_path,
+            **({"files": [{"path": p, "change": how} for p, how in self.change.files]} if self.change.files else {}),
             "verdict": self.verdict,
             "failed": self.failed,
             "reason": self.reason,
@@ -77,7 +87,8 @@ class SkillVerdict:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SkillVerdict:
-        change = SkillChange(data["name"], data["path"], data["suite"], data["status"], data.get("base_path"))
+        files = tuple((f["path"], f["change"]) for f in data.get("files") or ())
+        change = SkillChange(data["name"], data["path"], data["suite"], data["status"], data.get("base_path"), files)
         return cls(
             change=change,
             verdict=data["verdict"],

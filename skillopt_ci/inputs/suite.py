@@ -1,26 +1,31 @@
 """Eval suites: ``suite.yaml`` plus task splits (``train``, ``val``, ``test``).
 
 Loading is strict: every task has an id, ids are unique within the suite (an id in two splits is
-leakage, an error), every ``{{ placeholder }}`` of the prompt resolves for every task, and a bad
-line is named by file and line number.
+leakage, an error), every ``{{ placeholder }}`` of the prompt resolves for every task, every file a
+task references (``files``, ``images``) exists inside the suite directory, and a bad line is named
+by file and line number. The suite hash covers everything a result depends on: ``suite.yaml``,
+the split files, the Python files beside them and every file a task references.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.core.task import Task
+from skillopt_ci.core.skill import is_junk
+from skillopt_ci.core.task import PATH_FIELDS, Task, task_paths
 from skillopt_ci.core.template import fill, placeholders
 from skillopt_ci.inputs.yamlfile import Problem, load_yaml, schema_problems
 
 SPLITS = ("train", "val", "test")
+# What model APIs accept as images (envs.base.IMAGE_TYPES maps them to media types).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 DEFAULT_PROMPT = "{{ input }}"
 
 
@@ -96,6 +101,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
 
     files = _split_files(path, declared, shown, problems)
     splits = _read_splits(files, shown, prompt, problems)
+    referenced = _referenced_files(path, splits, problems)
     if not files and not problems:
         problems.append(Problem(shown, "no split files found (expected train/val/test .jsonl or .json)"))
     if not schema_ok:
@@ -107,7 +113,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
         prompt=prompt,
         scorer=MappingProxyType(dict(data["scorer"])),
         splits=MappingProxyType(splits),
-        hash=suite_hash(path, files),
+        hash=suite_hash(path, files, referenced),
         environment=MappingProxyType(env),
         repeats=int(data.get("repeats", 1)),
         description=data.get("description", ""),
@@ -223,11 +229,73 @@ def _task(item: Any, source: str, problems: list[Problem]) -> Task | None:
     )
 
 
-def suite_hash(path: Path, split_files: Mapping[str, Path]) -> str:
-    """sha256 over suite.yaml, the split files and any Python scorer code in the directory."""
+def _referenced_files(path: Path, splits: Mapping[str, tuple[Task, ...]], problems: list[Problem]) -> list[Path]:
+    """Every file the tasks reference through ``files`` or ``images`` (a referenced directory
+    counts as the files under it); a bad reference is added to ``problems`` at the task's line."""
+    root = path.resolve()
+    found: set[Path] = set()
+    for tasks in splits.values():
+        for task in tasks:
+            for key in PATH_FIELDS:
+                try:
+                    paths = task_paths(task, key)
+                except InputError as exc:
+                    problems.append(Problem(task.source, exc.message))
+                    continue
+                for dest, relative in paths.items():
+                    problem = _reference_problem(root, task, key, dest, relative)
+                    if problem:
+                        problems.append(Problem(task.source, problem))
+                    else:
+                        found.update(_files_under(root / relative))
+    return sorted(found)
+
+
+def _reference_problem(root: Path, task: Task, key: str, dest: str, relative: str) -> str | None:
+    """Why a task's reference is unusable, or ``None``."""
+    where = f"task {task.id!r}: {key} {relative!r}"
+    for shown in dict.fromkeys((dest, relative)):
+        if not shown.strip():
+            return f"task {task.id!r}: {key} has an empty path"
+        if Path(shown).is_absolute() or shown.startswith(("/", "\\")) or ".." in Path(shown).parts:
+            return f"task {task.id!r}: {key} path {shown!r} leaves the suite directory; use a path relative to it"
+    target = root / relative
+    try:
+        resolved = target.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return f"{where} does not exist in the suite directory"
+    if resolved != root and root not in resolved.parents:
+        return f"{where} leaves the suite directory (a symbolic link to {resolved}); copy the file into it"
+    if key == "images" and not resolved.is_file():
+        return f"{where} is not a file"
+    if key == "images" and target.suffix.lower() not in IMAGE_SUFFIXES:
+        return f"{where} is not PNG, JPEG, GIF or WebP (what model APIs accept); convert it"
+    return None
+
+
+def _files_under(target: Path) -> list[Path]:
+    if not target.is_dir():
+        return [target]
+    out = []
+    for file in sorted(target.rglob("*")):
+        parts = file.relative_to(target).parts
+        if file.is_file() and not any(is_junk(p, directory=True) for p in parts[:-1]) \
+                and not is_junk(parts[-1], directory=False):
+            out.append(file)
+    return out
+
+
+def suite_hash(path: Path, split_files: Mapping[str, Path], referenced: Sequence[Path] = ()) -> str:
+    """sha256 over suite.yaml, the split files, any Python code beside them, then every file the
+    tasks reference (named by its path in the suite directory, so a moved image counts too).
+    Without references the hash is what it was before tasks could reference files."""
     digest = hashlib.sha256()
-    parts = [path / "suite.yaml", *split_files.values(), *sorted(path.glob("*.py"))]
-    for part in sorted(set(parts)):
+    parts = sorted(set([path / "suite.yaml", *split_files.values(), *sorted(path.glob("*.py"))]))
+    for part in parts:
         digest.update(part.name.encode() + b"\0")
         digest.update(part.read_bytes() + b"\0")
+    root, seen = path.resolve(), {p.resolve() for p in parts}
+    for file in sorted({f.resolve() for f in referenced} - seen):
+        digest.update(b"file:" + file.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(file.read_bytes() + b"\0")
     return digest.hexdigest()

@@ -72,16 +72,41 @@ def eval_report(summary: EvalSummary, results: Sequence[TaskResult], *, threshol
     failed = [r for r in results if r.ok and not r.passed]
     errored = [r for r in results if not r.ok]
     for title, rows in (("Failed tasks", failed), ("Errored rollouts", errored)):
-        if not rows:
-            continue
-        lines += ["", f"<details><summary>{title} ({len(rows)})</summary>", "", "| task | repeat | output | feedback |",
-                  "| --- | --- | --- | --- |"]
-        for r in rows[:MAX_LISTED_FAILURES]:
-            detail = r.feedback if r.ok else f"{r.error['kind']}: {r.error['message']}" if r.error else ""
-            lines.append(
-                f"| {escape_inline(r.task_id, 60)} | {r.repeat} | {escape_inline(r.output or '', 120)} | {escape_inline(detail, 200)} |"
-            )
-        if len(rows) > MAX_LISTED_FAILURES:
-            lines.append(f"\n… and {len(rows) - MAX_LISTED_FAILURES} more in results.jsonl.")
-        lines += ["", "</details>"]
+        if rows:
+            lines += ["", f"<details><summary>{title} ({len(rows)})</summary>", "", *result_table(rows), "", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def result_table(rows: Sequence[TaskResult]) -> list[str]:
+    """Failing or errored results as a markdown table, at most :data:`MAX_LISTED_FAILURES` rows. A
+    ``steps`` column appears when a result has a trajectory (see :func:`trajectory_cell`)."""
+    steps = any(r.trajectory is not None for r in rows)
+    lines = ["| task | repeat | output | feedback |" + (" steps |" if steps else ""),
+             "| --- | --- | --- | --- |" + (" --- |" if steps else "")]
+    for r in rows[:MAX_LISTED_FAILURES]:
+        detail = r.feedback if r.ok else f"{r.error['kind']}: {r.error['message']}" if r.error else ""
+        lines.append(
+            f"| {escape_inline(r.task_id, 60)} | {r.repeat} | {escape_inline(r.output or '', 120)} | {escape_inline(detail, 200)} |"
+            + (f" {trajectory_cell(r)} |" if steps else "")
+        )
+    if len(rows) > MAX_LISTED_FAILURES:
+        lines.append(f"\n… and {len(rows) - MAX_LISTED_FAILURES} more in results.jsonl.")
+    return lines
+
+
+def trajectory_cell(r: TaskResult) -> str:
+    """A trajectory in one bounded table cell: its number of steps, the environment's reward and
+    the last error step (escaped, cut), never the steps themselves (they are in results.jsonl and
+    the HTML report)."""
+    if r.trajectory is None:
+        return "—"
+    n = len(r.trajectory)
+    parts = [f"{n} step{'' if n == 1 else 's'}"]
+    if isinstance(r.reward, (int, float)):
+        parts.append(f"reward {r.reward:.3f}")
+    errors = [s for s in r.trajectory if isinstance(s, dict) and (s.get("kind") == "error" or s.get("is_error"))]
+    if errors:
+        last = errors[-1]
+        where = f"{last['name']}: " if last.get("name") and last.get("kind") != "error" else ""
+        parts.append("last error: " + escape_inline(f"{where}{last.get('text') or '(no message)'}", 120))
+    return " · ".join(parts)

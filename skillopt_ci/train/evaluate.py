@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from skillopt_ci.core.records import TaskResult
-from skillopt_ci.core.skill import parse_skill
+from skillopt_ci.core.skill import Skill, parse_skill
 from skillopt_ci.engine.evaluation import EvalSession, make_plan
 from skillopt_ci.engine.runner import EvalOutcome
 from skillopt_ci.inputs.config import Budgets
@@ -105,7 +105,8 @@ class BudgetMeter:
 @dataclass
 class StageEvaluator:
     """Evaluates skill texts for one training run: train splits once per task, other splits
-    with the suite's (or the policy's) repeats."""
+    with the suite's (or the policy's) repeats. A text is evaluated as a candidate of ``parent``
+    (the skill being trained): only ``SKILL.md`` changes, its folder and resources are kept."""
 
     session: EvalSession
     suite: Suite
@@ -113,11 +114,18 @@ class StageEvaluator:
     run_dir: Path
     repeats: int
     remaining: Callable[[], Budgets]
+    parent: Skill | None = None
+
+    def candidate(self, text: str) -> Skill:
+        """The skill ``text`` stands for in this run (what is evaluated and versioned)."""
+        if self.parent is None:
+            return parse_skill(text, path=self.skill_name)
+        return self.parent.with_text(text, path=self.skill_name)
 
     def evaluate(self, text: str, split: str, out: str, *, sample_offset: int = 0, tasks: tuple | None = None,
                  stop_when: EarlyStop | None = None, label: str = "") -> EvalOutcome:
         """Evaluate ``text`` on ``split`` (or on ``tasks`` of it) into ``run_dir/out``."""
-        skill = parse_skill(text, path=self.skill_name)
+        skill = self.candidate(text)
         plan = make_plan(skill, self.suite, split, 1 if split == "train" else self.repeats, sample_offset=sample_offset)
         if tasks is not None:
             plan = replace(plan, tasks=tasks)

@@ -53,7 +53,8 @@ def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
                 round(total["cost_usd"] + spend.cost_usd, 6)
     spent = state.spent
     return TrainingSummary(
-        skill={"name": trainer.entry.name, "path": str(trainer.baseline.path), "hash": trainer.baseline.hash},
+        skill={"name": trainer.entry.name, "path": str(trainer.baseline.path), "hash": trainer.baseline.hash,
+               **{k: v for k, v in trainer.baseline.identity().items() if k == "resources"}},
         suite={"name": trainer.suite.name, "path": trainer.suite.display, "hash": trainer.suite.hash},
         baseline_hash=state.versions[0].hash, best_hash=best.hash, final_hash=best.hash, best_version=best.number,
         val=val, test=test,

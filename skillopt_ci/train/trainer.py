@@ -39,7 +39,7 @@ from skillopt_ci.core.edits import (
 )
 from skillopt_ci.core.errors import RuntimeFailure
 from skillopt_ci.core.records import TaskResult
-from skillopt_ci.core.skill import Skill, parse_skill
+from skillopt_ci.core.skill import Skill
 from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.engine.rundir import RunDir, write_atomic, write_json_atomic
 from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
@@ -89,7 +89,8 @@ class Trainer:
         repeats = policy.repeats or suite.repeats
         self.steps_per_epoch = math.ceil(len(self.train_tasks) / policy.batch_size)
         self.meter = BudgetMeter(session, budgets, clock)
-        self.evaluator = StageEvaluator(session, suite, entry.name, run_dir, repeats, self.meter.remaining)
+        self.evaluator = StageEvaluator(session, suite, entry.name, run_dir, repeats, self.meter.remaining,
+                                        parent=skill)
         self.proposer = EditProposer(self.evaluator, session, self.caps, policy.group_size,
                                      policy.max_edits_per_reflection, self.meter.reading)
         self.gate = ValidationGate(self.evaluator, val_tasks, repeats, policy,
@@ -110,7 +111,7 @@ class Trainer:
     def add_version(self, state: TrainState, text: str, step: str, val_mean: float | None, val_dir: str) -> Version:
         number = len(state.versions)
         write_atomic(self.dir / "skills" / f"v{number:03d}.md", text)
-        version = Version(number, parse_skill(text).hash, state.incumbent if state.versions else None, step,
+        version = Version(number, self.evaluator.candidate(text).hash, state.incumbent if state.versions else None, step,
                           val_mean, val_dir)
         state.versions.append(version)
         return version

@@ -8,11 +8,15 @@ Every kind of run gives the same shape, so one front end renders them all::
      summary,                      # summary.json (eval, train) or gate.json (gate)
      skills: {key: text},          # skill texts referenced by evaluations and versions
      evaluations: [{id, label, split, skill, side, step, summary, results: [result...]}],
+     images: {key: {name, src, media_type, bytes} | {name, note}},   # see viewer.steps
      train: {versions, history, epochs, points, candidates: {step: skill key}} | null,
      limits: {text_chars, truncated}}
 
-Long texts (prompts, outputs, expected answers) are cut at ``text_chars`` with a visible note and
-counted in ``limits.truncated``; the run directory keeps them whole. Everything here is data from
+A result of an environment beyond ``chat`` also carries ``trajectory`` (its steps, see
+:mod:`skillopt_ci.viewer.steps`), ``reward``, ``transcript`` and ``files``; a chat result has none
+of these keys. Long texts (prompts, outputs, expected answers, step texts) are cut at
+``text_chars`` with a visible note and counted in ``limits.truncated``; the run directory keeps
+them whole. Everything here is data from
 models and task files: the front end must treat every string as text, never as markup.
 """
 
@@ -27,6 +31,7 @@ from typing import Any
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.paths import display_path
 from skillopt_ci.engine.rundir import run_kind
+from skillopt_ci.viewer.steps import ImageStore, result_extras
 
 BUNDLE_SCHEMA_VERSION = 1
 TEXT_CHARS = 4000
@@ -46,6 +51,7 @@ class _Builder:
         self.text_chars = text_chars
         self.truncated = 0
         self.skills: dict[str, str] = {}
+        self.images = ImageStore(run)
 
     def cut(self, value: Any) -> Any:
         if isinstance(value, str) and len(value) > self.text_chars:
@@ -77,7 +83,7 @@ class _Builder:
                 "score": r.get("score"), "passed": r.get("passed"), "feedback": self.cut(r.get("feedback", "")),
                 "usage": r.get("usage"), "scorer_usage": r.get("scorer_usage"), "latency_s": r.get("latency_s"),
                 "cost_usd": r.get("cost_usd"), "cached": r.get("cached"), "error": r.get("error"),
-                "finish_reason": r.get("finish_reason"),
+                "finish_reason": r.get("finish_reason"), **result_extras(r, self.cut, self.images, run_dir),
             })
         return out
 
@@ -129,6 +135,7 @@ def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
     else:
         bundle.update(_train(b, run))
     bundle["skills"] = b.skills
+    bundle["images"] = b.images.images
     bundle["limits"] = {"text_chars": text_chars, "truncated": b.truncated}
     return bundle
 

@@ -25,7 +25,7 @@
     live: false, runId: null, generation: 0, timer: null, errors: {},
     bundle: null, signature: null, kindShown: null, evalsById: {}, rows: [], matching: [],
     step: null, trajectory: null, limit: PAGE, diffFrom: null, diffTo: null, diffChosen: false,
-    filters: { ...NO_FILTERS },
+    filters: { ...NO_FILTERS }, open: new Set(),
   };
 
   // ---- DOM helpers: text only, never markup ---------------------------------------------------
@@ -831,7 +831,9 @@
     const row = state.trajectory && state.rows.find((candidate) => candidate.key === state.trajectory);
     if (!row) return fill(box, el("p", { class: "hint", text: "Click a result to see its whole trajectory." }));
     const r = row.r, ev = row.ev, skill = ev.skill ? state.bundle.skills[ev.skill] : undefined;
-    const cut = [r.prompt, r.output, r.expected, r.feedback].some(isTruncated);
+    const steps = Array.isArray(r.trajectory) ? r.trajectory : null;
+    const cut = [r.prompt, r.output, r.expected, r.feedback, r.transcript].some(isTruncated)
+      || (steps || []).some((s) => isTruncated(s.text) || isTruncated(s.arguments));
     const limit = (state.bundle.limits || {}).text_chars;
     fill(box, el("h3", { text: `${r.task_id} · repeat ${r.repeat}` }),
       el("p", { class: "meta", text: `${ev.label} · split ${ev.split || "—"}` }),
@@ -843,12 +845,113 @@
       message("system", skill === undefined ? "(the skill text is not in the run directory)" : skill,
         `the skill (${ev.skill || "unknown"}, ${skill === undefined ? 0 : skill.length} characters) — click to show`),
       message("user", asText(r.prompt)),
+      steps ? stepsBlock(row, steps) : null,
       message("assistant", missing(r.output) ? "(no output)" : asText(r.output)),
+      Array.isArray(r.files) ? filesBlock(r) : null,
+      r.transcript ? transcriptBlock(r.transcript) : null,
       el("h4", { text: "Expected" }), el("pre", { class: "expected", text: asText(r.expected) || "—" }),
       el("h4", { text: "Scorer feedback" }), el("pre", { class: "feedback", text: r.feedback || "—" }),
       kv([["passed", String(r.passed)], ["score", fmt.score(r.score)], ["tokens", fmt.usage(r.usage)],
         ["scorer tokens", fmt.usage(r.scorer_usage)], ["latency", fmt.latency(r.latency_s)], ["cost", fmt.cost(r.cost_usd)],
-        ["cached", r.cached ? "yes" : "no"], ["finish reason", r.finish_reason || "—"]]));
+        ["cached", r.cached ? "yes" : "no"], ["finish reason", r.finish_reason || "—"],
+        ["reward", typeof r.reward === "number" ? fixed(r.reward, 3) : null], ["steps", steps ? String(stepTotal(steps)) : null]]));
+  }
+
+  // ---- a rollout's steps (results of environments beyond chat) --------------------------------
+
+  const STEP_LABELS = { model: "model", tool_call: "tool call", tool_result: "tool result", observation: "observation",
+    action: "action", error: "error" };
+  const LONG_CHARS = 1500, LONG_LINES = 24; // a longer step text shows its start and a "show all" button
+  const DATA_IMAGE = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]*={0,2}$/;
+
+  function remember(key, open) {
+    if (open) state.open.add(key);
+    else state.open.delete(key);
+  }
+
+  function longText(text, cls, key) { // kept open across the live viewer's re-renders
+    const lines = text.split("\n");
+    if ((text.length <= LONG_CHARS && lines.length <= LONG_LINES) || state.open.has(key)) return el("pre", { class: cls, text });
+    const pre = el("pre", { class: cls + " collapsed", text: lines.slice(0, LONG_LINES).join("\n").slice(0, LONG_CHARS) + " …" });
+    const button = el("button", { type: "button", class: "link show-all",
+      text: `show all (${fmt.int(text.length)} characters, ${fmt.int(lines.length)} lines)`,
+      onclick: () => { remember(key, true); pre.textContent = text; pre.classList.remove("collapsed"); button.remove(); } });
+    return [pre, button];
+  }
+
+  const realSteps = (steps) => steps.filter((s) => s.kind !== "gap");
+  const stepTotal = (steps) => steps.reduce((n, s) => n + (s.kind === "gap" ? s.omitted || 0 : 1), 0);
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+  function stepSummary(steps) {
+    const real = realSteps(steps), count = (kind) => real.filter((s) => s.kind === kind).length;
+    const errors = real.filter((s) => s.kind === "error" || s.is_error === true).length;
+    const images = real.reduce((n, s) => n + (Array.isArray(s.images) ? s.images.length : 0), 0);
+    const last = real.length ? real[real.length - 1].elapsed_s : null;
+    return [plural(stepTotal(steps), "step"), count("tool_call") && plural(count("tool_call"), "tool call"),
+      count("action") && plural(count("action"), "action"), errors && plural(errors, "error"),
+      images && plural(images, "image"), typeof last === "number" && fixed(last, 2) + "s"].filter(Boolean).join(" · ");
+  }
+
+  function stepsBlock(row, steps) {
+    const key = row.key + "\u0000steps";
+    return el("details", { class: "message steps", open: state.open.has(key), ontoggle: (event) => remember(key, event.target.open) },
+      el("summary", null, el("span", { class: "role", text: "trajectory" }), " " + stepSummary(steps) + " — click to show"),
+      steps.length ? el("ol", { class: "step-list" }, steps.map((s) => stepItem(row, s)))
+        : el("p", { class: "note", text: "No steps were recorded." }));
+  }
+
+  function stepHead(step, failed) {
+    const kind = String(step.kind), usage = step.usage && tokens(step.usage) ? fmt.usage(step.usage) : null;
+    return el("div", { class: "step-head" }, el("span", { class: "step-n", text: String(step.n) }),
+      el("span", { class: "step-kind", text: STEP_LABELS[kind] || kind }),
+      step.name ? el("code", { class: "step-name", text: step.name }) : null,
+      failed && kind !== "error" ? badge("error") : null,
+      typeof step.reward === "number" ? el("span", { class: "step-reward", text: "reward " + fixed(step.reward, 3) }) : null,
+      step.done === true ? badge("done") : null,
+      step.call_id ? el("span", { class: "meta", text: "call " + step.call_id }) : null,
+      usage ? el("span", { class: "meta", text: usage }) : null,
+      typeof step.elapsed_s === "number" ? el("span", { class: "meta step-time", text: "at " + fixed(step.elapsed_s, 2) + "s" }) : null);
+  }
+
+  function stepItem(row, step) {
+    if (step.kind === "gap") {
+      return el("li", { class: "step gap" }, el("p", { class: "note",
+        text: `${plural(step.omitted || 0, "step")} not shown here: results.jsonl in the run directory has them all.` }));
+    }
+    const failed = step.kind === "error" || step.is_error === true;
+    const key = row.key + "\u0000step\u0000" + step.n;
+    const cls = "step kind-" + String(step.kind).replace(/[^a-z_]+/g, "") + (failed ? " failed" : "");
+    return el("li", { class: cls, "data-kind": step.kind, "data-n": step.n }, stepHead(step, failed),
+      step.text ? longText(step.text, "step-text", key + "\u0000text") : null,
+      typeof step.arguments === "string" ? longText(step.arguments, "step-args", key + "\u0000args") : null,
+      step.arguments_json === false ? el("p", { class: "note", text: "not valid JSON: shown as the model wrote it" }) : null,
+      Array.isArray(step.images) && step.images.length
+        ? el("div", { class: "thumbs" }, step.images.map((ref, i) => thumbnail(ref, i, step))) : null);
+  }
+
+  function thumbnail(ref, i, step) {
+    const image = (state.bundle.images || {})[ref] || { name: ref, note: "not in this report" };
+    if (typeof image.src !== "string" || !DATA_IMAGE.test(image.src)) {
+      return el("p", { class: "note image-note", text: `image ${image.name || ref}: ${image.note || "not shown"}` });
+    }
+    const size = typeof image.bytes === "number" ? `, ${fmt.int(Math.ceil(image.bytes / 1024))} KiB` : "";
+    const node = el("img", { class: "thumb", src: image.src, alt: `image ${i + 1} of step ${step.n} (${image.name}${size})`,
+      title: `${image.name}${size}: click to enlarge`, ...onActivate(() => node.classList.toggle("large")) });
+    return node;
+  }
+
+  function filesBlock(r) {
+    const size = (f) => (typeof f.bytes === "number" ? ` (${fmt.int(f.bytes)} bytes)` : " (not kept)");
+    return [el("h4", { text: "Files written" }), el("ul", { class: "files" }, r.files.map((f) =>
+      el("li", { class: typeof f.bytes === "number" ? "kept" : "not-kept" }, el("code", { text: f.path }), size(f)))),
+    r.files_omitted ? el("p", { class: "note", text: `and ${r.files_omitted} more` }) : null,
+    el("p", { class: "meta", text: "copies are kept in the run directory under files/<task>/<repeat>/ while their total is small" })];
+  }
+
+  function transcriptBlock(text) {
+    return el("details", { class: "message transcript" }, el("summary", null, el("span", { class: "role", text: "transcript" }),
+      ` what the optimizer reads (${fmt.int(text.length)} characters) — click to show`), el("pre", { class: "message-text", text }));
   }
 
   // ---- live mode: the run list and polling ----------------------------------------------------
@@ -902,7 +1005,7 @@
     }
     if (id !== state.runId) {
       Object.assign(state, { runId: id, bundle: null, signature: null, kindShown: null, step: null, trajectory: null,
-        limit: PAGE, diffFrom: null, diffTo: null, diffChosen: false, filters: { ...NO_FILTERS } });
+        limit: PAGE, diffFrom: null, diffTo: null, diffChosen: false, filters: { ...NO_FILTERS }, open: new Set() });
       fill(byId("main"), el("p", { class: "hint", text: "Loading " + id + "…" }));
     }
     state.generation += 1;
