@@ -290,7 +290,7 @@ def _summary(plan: EvalPlan, latest: Mapping[tuple[str, int], TaskResult], model
     return summarize(
         _in_plan_order(plan, latest),
         [t.id for t in plan.tasks],
-        skill={"name": plan.skill.name, "path": plan.skill.path, "hash": plan.skill.hash, "tokens": plan.skill.tokens},
+        skill=plan.skill.identity(),
         suite={"name": plan.suite.name, "path": plan.suite.display, "hash": plan.suite.hash},
         split=plan.split,
         model=model,

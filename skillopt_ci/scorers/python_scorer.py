@@ -21,12 +21,8 @@ data). Any other exception, or a return value of another shape, is a bug in the 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
 import math
-import sys
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +32,7 @@ from skillopt_ci.core.errors import InputError, ScorerCrash, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import clip
 from skillopt_ci.core.trajectory import Rollout
+from skillopt_ci.inputs.usercode import line_in, load_function, module_path
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.scorers.base import Score, Scorer
 
@@ -46,41 +43,7 @@ class PythonOptions:
     pass_threshold: float = 0.5
 
 
-def load_function(path: Path, name: str) -> Callable[..., Any]:
-    """Import ``path`` under a unique module name and return its callable ``name``."""
-    if not path.is_file():
-        raise InputError("python scorer file not found", where=str(path))
-    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
-    module_name = f"skillopt_user_scorer_{digest}_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise InputError("cannot import python scorer file", where=str(path))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses and pickling look the module up here
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        sys.modules.pop(module_name, None)
-        raise InputError(
-            f"syntax error in python scorer: {exc.msg}", where=f"{path}:{exc.lineno}"
-        ) from exc
-    except Exception as exc:
-        sys.modules.pop(module_name, None)
-        line = _line_in(exc, path)
-        where = f"{path}:{line}" if line else str(path)
-        raise InputError(
-            f"importing python scorer raised {type(exc).__name__}: {clip(str(exc), 160)}",
-            where=where,
-        ) from exc
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        found = sorted(
-            k for k, v in vars(module).items() if inspect.isfunction(v) and not k.startswith("_")
-        )
-        raise InputError(
-            f'python scorer has no function "{name}" (functions found: {", ".join(found) or "none"})',
-            where=str(path),
-        )
+def _check_signature(fn: Callable[..., Any], name: str, path: Path) -> None:
     try:
         signature = inspect.signature(fn)
         if "rollout" in signature.parameters:
@@ -93,17 +56,6 @@ def load_function(path: Path, name: str) -> Callable[..., Any]:
         ) from None
     except ValueError:  # no signature available (some builtins): find out at call time
         pass
-    return fn
-
-
-def _line_in(exc: BaseException, path: Path) -> int | None:
-    """The line of the innermost traceback frame that lies in ``path``."""
-    target = path.resolve()
-    line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if Path(frame.filename).resolve() == target:
-            line = frame.lineno
-    return line
 
 
 def _takes_rollout(fn: Callable[..., Any]) -> bool:
@@ -121,10 +73,10 @@ class PythonScorer(Scorer):
         module, _, function = self.options.function.partition(":")
         if not module:
             raise self.error(f'function must be "module:function", got "{self.options.function}"')
-        relative = module if module.endswith(".py") else module.replace(".", "/") + ".py"
-        self.path = self.suite_dir / relative
+        self.path = module_path(self.suite_dir, module)
         self.function = function or "score"
-        self.fn = load_function(self.path, self.function)
+        self.fn = load_function(self.path, self.function, accepts=None)
+        _check_signature(self.fn, self.function, self.path)
         if not 0.0 <= self.options.pass_threshold <= 1.0:
             raise self.error(f"pass_threshold must be in [0, 1], got {self.options.pass_threshold}")
 
@@ -134,7 +86,7 @@ class PythonScorer(Scorer):
         except ScoringError:
             raise
         except Exception as exc:
-            line = _line_in(exc, self.path)
+            line = line_in(exc, self.path)
             at = f" at line {line} of {self.path.name}" if line else f" in {self.path.name}"
             raise ScorerCrash(
                 f"{self.function}() raised {type(exc).__name__}: {clip(str(exc), 160)}{at} "

@@ -1,0 +1,20 @@
+"""Workspace sandbox: a fresh folder per rollout, confined file tools, limited subprocesses.
+
+Public surface: ``Workspace``, ``SandboxLimits``, ``ProcessResult``, ``SandboxError``,
+``isolation()`` and ``clean_environment()``. What is and is not isolated: docs/sandbox.md.
+This package imports only ``core`` (a layer beside ``models``).
+"""
+
+from skillopt_ci.sandbox.isolation import clean_environment, isolation
+from skillopt_ci.sandbox.paths import SandboxError
+from skillopt_ci.sandbox.result import ProcessResult, SandboxLimits
+from skillopt_ci.sandbox.workspace import Workspace
+
+__all__ = [
+    "ProcessResult",
+    "SandboxError",
+    "SandboxLimits",
+    "Workspace",
+    "clean_environment",
+    "isolation",
+]

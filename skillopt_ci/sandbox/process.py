@@ -1,0 +1,232 @@
+"""Run one command under limits, as an asyncio subprocess.
+
+The child starts a new session (so it leads its own process group) and runs under lowered
+rlimits: CPU seconds, address space (``memory_mb``), file size, and no core files (set by
+util-linux ``prlimit`` before it execs the command, or by the child itself before exec). Its stdout and
+stderr are read concurrently in chunks; only ``output_bytes`` per stream are kept and the rest is
+read and dropped, so a command printing gigabytes neither blocks on a full pipe nor fills memory.
+At the wall-clock limit, and in every case once the command has ended or the caller is cancelled,
+the whole process group gets SIGKILL: nothing the command started in its group outlives it (and
+under bwrap its PID namespace dies with it, so neither does anything that left the group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from skillopt_ci.sandbox.isolation import works, wrap
+from skillopt_ci.sandbox.paths import SandboxError
+from skillopt_ci.sandbox.result import DEFAULT_LIMITS, ProcessResult, SandboxLimits
+
+_CACHE: dict[str, str] = {}
+_DRAIN_AFTER_KILL_S = 2.0
+
+
+def rlimit_pairs(limits: SandboxLimits) -> list[tuple[int, tuple[int, int]]]:
+    """The child's rlimits as (resource, (soft, hard)), never above this process's hard limits."""
+    cpu = max(1, int(limits.cpu_s + 0.999))
+    memory, fsize = limits.memory_mb * 1024 * 1024, limits.file_mb * 1024 * 1024
+    wanted = (
+        # RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one a second later.
+        (resource.RLIMIT_CPU, cpu, cpu + 1),
+        (resource.RLIMIT_AS, memory, memory),
+        (resource.RLIMIT_FSIZE, fsize, fsize),
+        (resource.RLIMIT_CORE, 0, 0),
+    )
+    pairs = []
+    for which, soft, hard in wanted:
+        current = resource.getrlimit(which)[1]
+        if current != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current), min(hard, current)
+        pairs.append((which, (int(soft), int(hard))))
+    return pairs
+
+
+_PRLIMIT_NAMES = {
+    resource.RLIMIT_CPU: "--cpu",
+    resource.RLIMIT_AS: "--as",
+    resource.RLIMIT_FSIZE: "--fsize",
+    resource.RLIMIT_CORE: "--core",
+}
+
+
+def _limited(argv: list[str], limits: SandboxLimits) -> tuple[list[str], Callable[[], None] | None]:
+    """``argv`` with its rlimits applied: through util-linux ``prlimit`` when it works here,
+    else by a ``preexec_fn`` (which forces a full fork of this process: ~10-20 ms more per
+    command in a large interpreter, measured by bench/bench_sandbox.py)."""
+    pairs = rlimit_pairs(limits)
+    if prlimit_works():
+        options = [f"{_PRLIMIT_NAMES[which]}={soft}:{hard}" for which, (soft, hard) in pairs]
+        return [_CACHE["prlimit"], *options, "--", *argv], None
+
+    def set_limits() -> None:
+        for which, pair in pairs:
+            resource.setrlimit(which, pair)
+
+    return argv, set_limits
+
+
+def prlimit_works() -> bool:
+    if "prlimit_works" not in _CACHE:
+        path = shutil.which("prlimit") or ""
+        _CACHE["prlimit"] = path
+        _CACHE["prlimit_works"] = "yes" if path and works([path, "--core=0:0", "--", "true"]) else ""
+    return bool(_CACHE["prlimit_works"])
+
+
+class _Capture:
+    """Keeps the first ``keep`` bytes of a stream and counts the rest."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self.parts: list[bytes] = []
+        self.kept = 0
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.keep - self.kept
+        if room > 0:
+            piece = chunk[:room]
+            self.parts.append(piece)
+            self.kept += len(piece)
+
+    def text(self) -> str:
+        return b"".join(self.parts).decode("utf-8", errors="replace")
+
+
+class _Protocol(asyncio.SubprocessProtocol):
+    """Captures stdout/stderr as they arrive and signals the exit apart from the pipes' closing.
+
+    ``asyncio.subprocess.Process.wait()`` also waits for the pipes to close, which a background
+    child holding them open would stretch to the time limit; the exit alone is what counts here.
+    """
+
+    def __init__(self, keep: int, loop: asyncio.AbstractEventLoop):
+        self.out, self.err = _Capture(keep), _Capture(keep)
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self._open = {1, 2}
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        (self.out if fd == 1 else self.err).add(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open and not self.closed.done():
+            self.closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def _check_program(program: str, cwd: Path, env: Mapping[str, str]) -> None:
+    """Fail as the bare exec would, before wrappers (prlimit, unshare) turn a missing program
+    into their own exit code and message."""
+    if "/" in program:
+        found = (cwd / program) if not os.path.isabs(program) else Path(program)
+        if os.access(found, os.X_OK) and found.is_file():
+            return
+    elif shutil.which(program, path=env.get("PATH", os.defpath)):
+        return
+    raise SandboxError(f"{program}: command not found or not executable")
+
+
+def kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _start(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: str | None,
+                 limits: SandboxLimits) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+    loop = asyncio.get_running_loop()
+    command, preexec = _limited(wrap([str(a) for a in argv], limits.network), limits)
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(limits.output_bytes, loop),
+            *command,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    except OSError as exc:
+        raise SandboxError(f"{argv[0]}: cannot start the command: {exc.strerror or exc}") from exc
+    if stdin is not None:
+        pipe = transport.get_pipe_transport(0)
+        if pipe is not None:  # written as the child reads; a child that exits early just drops it
+            pipe.write(stdin.encode("utf-8"))
+            pipe.close()
+    return transport, protocol
+
+
+async def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: str | None = None,
+    limits: SandboxLimits = DEFAULT_LIMITS,
+) -> ProcessResult:
+    """Run ``argv`` in ``cwd`` under ``limits``; see the module docstring for what is killed when."""
+    if not argv:
+        raise SandboxError("no command given")
+    _check_program(str(argv[0]), cwd, env)
+    started = time.monotonic()
+    transport, protocol = await _start(argv, cwd, env, stdin, limits)
+    timed_out = False
+    try:
+        try:
+            await asyncio.wait_for(asyncio.shield(protocol.exited), timeout=limits.wall_s)
+        except asyncio.TimeoutError:
+            timed_out = True
+    finally:
+        kill_group(transport.get_pid())
+        await _settle(transport, protocol)
+    out, err = protocol.out, protocol.err
+    return ProcessResult(
+        exit_code=None if timed_out else transport.get_returncode(),
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+        truncated=out.total > out.kept or err.total > err.kept,
+        wall_s=time.monotonic() - started,
+        wall_limit_s=limits.wall_s,
+        stdout_bytes=out.total,
+        stderr_bytes=err.total,
+        kept_bytes=limits.output_bytes,
+    )
+
+
+async def _settle(transport: asyncio.SubprocessTransport, protocol: _Protocol) -> None:
+    """Reap the killed command and let its pipes drain; a pipe still held open by a process
+    outside the group is given up after a short wait rather than waited on forever."""
+    await asyncio.wait([protocol.exited], timeout=_DRAIN_AFTER_KILL_S)
+    await _group_gone(transport.get_pid())
+    await asyncio.wait([protocol.closed], timeout=_DRAIN_AFTER_KILL_S)
+    transport.close()
+
+
+async def _group_gone(pgid: int) -> None:
+    """Wait (briefly) until the killed group has no member left, so that when ``run`` returns
+    no process of the command is still running: SIGKILL is delivered asynchronously."""
+    deadline = time.monotonic() + _DRAIN_AFTER_KILL_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        await asyncio.sleep(0.005)

@@ -1,0 +1,110 @@
+"""The records of a sandboxed command: its limits and its result.
+
+``ProcessResult.render(limit)`` is what a tool shows the model: the exit code (or why the command
+was killed), stdout, stderr and a note for every cut, in at most ``limit`` characters. When the
+output does not fit, each stream keeps its start and its end and says how much was cut.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Limits of one command. ``output_bytes`` is kept per stream; the rest is read and dropped."""
+
+    wall_s: float = 30.0
+    cpu_s: float = 30.0
+    memory_mb: int = 1024
+    output_bytes: int = 100_000
+    file_mb: int = 100
+    network: bool = False
+
+
+DEFAULT_LIMITS = SandboxLimits()
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """``exit_code`` is None when the time limit killed the command; negative for a signal.
+
+    ``stdout_bytes``/``stderr_bytes`` count everything the command wrote, kept or not.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+    wall_s: float
+    wall_limit_s: float = 0.0
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    kept_bytes: int = 0
+
+    def status(self) -> str:
+        if self.timed_out:
+            return f"killed: time limit {self.wall_limit_s:g}s"
+        code = self.exit_code
+        if code is not None and code < 0:
+            return f"killed by signal {_signal_name(-code)}"
+        return f"exit code {code}"
+
+    def notes(self) -> list[str]:
+        notes = []
+        for name, total in (("stdout", self.stdout_bytes), ("stderr", self.stderr_bytes)):
+            if self.kept_bytes and total > self.kept_bytes:
+                notes.append(f"[{name} cut: kept the first {self.kept_bytes} of {total} bytes]")
+        return notes
+
+    def render(self, limit: int) -> str:
+        """At most ``limit`` characters: status, stdout, stderr, notes about what was cut."""
+        head = self.status()
+        notes = self.notes()
+        tail = ("\n" + "\n".join(notes)) if notes else ""
+        sections = [(n, t) for n, t in (("stdout", self.stdout), ("stderr", self.stderr)) if t]
+        if not sections:
+            text = head + "\n(no output)" + tail
+            return text[:limit]
+        labels = sum(len(f"\n{n}:\n") for n, _ in sections)
+        budget = max(0, limit - len(head) - len(tail) - labels)
+        shares = _share(budget, [len(t) for _, t in sections])
+        body = "".join(f"\n{n}:\n{cut_middle(t, s)}" for (n, t), s in zip(sections, shares, strict=True))
+        return (head + body + tail)[:limit]
+
+
+def _share(budget: int, sizes: list[int]) -> list[int]:
+    """Split ``budget`` characters between streams: a small stream keeps all of itself."""
+    if sum(sizes) <= budget:
+        return sizes
+    if len(sizes) == 1:
+        return [budget]
+    small, large = sorted(range(2), key=lambda i: sizes[i])
+    out = [0, 0]
+    out[small] = min(sizes[small], budget // 2)
+    out[large] = budget - out[small]
+    return out
+
+
+def cut_middle(text: str, size: int) -> str:
+    """``text`` in at most ``size`` characters: its start and end around a note of the cut."""
+    if len(text) <= size:
+        return text
+    note = f"\n[... {len(text) - size} characters cut ...]\n"
+    if size <= len(note) + 2:
+        return text[: max(0, size)]
+    note = f"\n[... {len(text) - (size - len(note))} characters cut ...]\n"
+    keep = max(0, size - len(note))
+    first = keep * 2 // 3
+    return text[:first] + note + text[len(text) - (keep - first) :] if keep - first else text[:first] + note
+
+
+def _signal_name(number: int) -> str:
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return str(number)
+    reason = {"SIGXCPU": " (CPU time limit)", "SIGXFSZ": " (file size limit)"}.get(name, "")
+    return name + reason
