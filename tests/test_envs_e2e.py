@@ -1,0 +1,157 @@
+"""A ``tools`` suite end to end through the real SDKs: OpenAI Chat Completions, OpenAI Responses and
+Anthropic Messages against the scripted server; the trajectory lands in results.jsonl, the HTML
+report and the optimizer's prompt."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing.optimizer_sim import OptimizerSim
+from skillopt_ci.testing.protocols import ScriptedReply, ScriptedToolCall
+
+SUM_CODE = "import csv\nprint(sum(float(r['amount']) for r in csv.DictReader(open('data.csv'))))"
+TABLES = {"t1": [10, 20, 30], "t2": [1.5, 2.5], "t3": [100, -40], "v1": [5, 5, 5], "v2": [7], "v3": [2, 2]}
+
+
+def analyst(request) -> ScriptedReply | str:
+    """Read the file, sum it with Python, submit what Python printed."""
+    if request.model == "sim-optimizer-1":
+        return OptimizerSim()(request)
+    done = [m for m in request.messages if m["role"] == "tool"]
+    if not done:
+        return ScriptedReply("Let me look at the file.", tool_calls=(ScriptedToolCall("read_file", {"path": "data.csv"}),))
+    if len(done) == 1:
+        return ScriptedReply("", tool_calls=(ScriptedToolCall("python", {"code": SUM_CODE}),))
+    printed = re.findall(r"-?\d+(?:\.\d+)?", done[-1]["content"])
+    return ScriptedReply("", tool_calls=(ScriptedToolCall("submit_answer", {"answer": printed[-1]}),))
+
+
+def tools_project(root: Path, target: dict) -> Path:
+    suite = root / "eval_suites/csv-sum"
+    (suite / "data").mkdir(parents=True)
+    (suite / "suite.yaml").write_text(yaml.safe_dump({
+        "name": "csv-sum",
+        "prompt": "{{ input }}",
+        "environment": {"type": "tools", "tools": ["read_file", "python", "submit_answer"], "max_turns": 5},
+        "scorer": {"type": "numeric"},
+    }))
+    for split, ids in (("train", ("t1", "t2", "t3")), ("val", ("v1", "v2", "v3"))):
+        lines = []
+        for task_id in ids:
+            rows = TABLES[task_id]
+            (suite / f"data/{task_id}.csv").write_text("id,amount\n" + "".join(f"{i},{v}\n" for i, v in enumerate(rows)))
+            lines.append(json.dumps({"id": task_id, "input": f"Task {task_id}: what is the total of the amount column in data.csv?",
+                                     "files": {"data.csv": f"data/{task_id}.csv"}, "expected": sum(rows)}))
+        (suite / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    skill = root / "skills/csv-sum/SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: csv-sum\ndescription: Sum a column of a CSV file.\n---\n"
+                     "Read the file first, then compute with python, then submit the answer.\n")
+    config = {
+        "version": 1,
+        "models": {"target": {"max_retries": 1, **target},
+                   "optimizer": {"provider": "openai-compatible", "model": "sim-optimizer-1",
+                                 "base_url": target["base_url"] + ("/v1" if target["provider"] == "anthropic" else "")}},
+        "skills": [{"path": "skills/csv-sum/SKILL.md", "suite": "eval_suites/csv-sum"}],
+        "concurrency": 2,
+        "cache": {"mode": "read-write", "path": ".skillopt/cache.sqlite"},
+        "train": {"epochs": 1, "batch_size": 3},
+    }
+    (root / "skillopt.yml").write_text(yaml.safe_dump(config))
+    return root
+
+
+@pytest.fixture
+def analyst_server():
+    with ScriptedModelServer(analyst) as server:
+        yield server
+
+
+PROTOCOLS = {
+    "chat": lambda s: {"provider": "openai-compatible", "model": "sim-analyst", "base_url": s.openai_base_url},
+    "responses": lambda s: {"provider": "openai", "api": "responses", "model": "sim-analyst", "base_url": s.openai_base_url},
+    "anthropic": lambda s: {"provider": "anthropic", "model": "sim-analyst", "base_url": s.anthropic_base_url},
+}
+KEYS = {"OPENAI_API_KEY": "sk-test-not-a-key-000000000000", "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key-0000000"}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_tools_suite_runs_end_to_end(tmp_path, analyst_server, protocol):
+    target = PROTOCOLS[protocol](analyst_server)
+    project = tools_project(tmp_path / "p", target)
+    out = tmp_path / "run"
+    res = run_cli("eval", "csv-sum", "--out", str(out), "--quiet", cwd=project, env=KEYS)
+    assert res.code == 0, res.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean"] == 1.0 and summary["n_errors"] == 0
+    assert analyst_server.call_count == 3 * 3  # three turns per task
+    assert {c.request.protocol for c in analyst_server.calls} == {"openai" if protocol == "chat" else protocol}
+    results = {r["task_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    steps = results["v1"]["trajectory"]
+    calls = [s for s in steps if s["kind"] == "tool_call"]
+    assert [c["name"] for c in calls] == ["read_file", "python", "submit_answer"]
+    assert json.loads(calls[0]["arguments"]) == {"path": "data.csv"}
+    tool_results = [s for s in steps if s["kind"] == "tool_result"]
+    assert "id,amount" in tool_results[0]["text"] and "15" in tool_results[1]["text"]
+    assert results["v1"]["output"].strip() in ("15", "15.0")
+    # Every model call offered the three tools; turn two sent the file back as a tool result.
+    assert all({t["name"] for t in c.request.tools} == {"read_file", "python", "submit_answer"}
+               for c in analyst_server.calls)
+    second = next(c.request for c in analyst_server.calls if len(c.request.tool_results) == 1
+                  and "read_file" in json.dumps(c.request.messages))
+    assert "id,amount" in second.tool_results[0]["content"]
+    # The HTML report carries the trajectory.
+    html = tmp_path / "report.html"
+    assert run_cli("report", str(out), "--html", str(html), cwd=project).code == 0
+    assert "submit_answer" in html.read_text()
+
+
+def test_the_optimizer_reads_the_tool_calls(tmp_path, analyst_server):
+    project = tools_project(tmp_path / "p", PROTOCOLS["chat"](analyst_server))
+    # A wrong-sum skill: make one train task fail so a failure reflection runs.
+    table = project / "eval_suites/csv-sum/train.jsonl"
+    lines = [json.loads(x) for x in table.read_text().splitlines()]
+    lines[0]["expected"] = 999
+    table.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    res = run_cli("train", "--skill", "csv-sum", "--out", str(tmp_path / "train"), "--quiet", "--epochs", "1",
+                  cwd=project, env=KEYS)
+    assert res.code in (0, 1), res.err
+    prompts = [c.request.last_user for c in analyst_server.calls if c.request.model == "sim-optimizer-1"]
+    assert prompts, "the optimizer was never asked"
+    assert any("What the agent did" in p and "read_file" in p and "id,amount" in p for p in prompts)
+
+
+@pytest.mark.parametrize("protocol", ["chat", "responses", "anthropic"])
+def test_an_image_task_sends_its_image(tmp_path, protocol):
+    """A chat suite whose tasks reference images: the server receives the file's bytes."""
+    from wire_helpers import tiny_png
+
+    png = tiny_png((200, 10, 30))
+
+    def colour(request):
+        images = request.images
+        return "red" if images and images[0]["bytes"] == png else "no image"
+
+    with ScriptedModelServer(colour) as server:
+        project = tools_project(tmp_path / "p", PROTOCOLS[protocol](server))
+        suite = project / "eval_suites/csv-sum"
+        (suite / "img").mkdir()
+        (suite / "img/swatch.png").write_bytes(png)
+        (suite / "suite.yaml").write_text(yaml.safe_dump({"name": "csv-sum", "environment": "chat",
+                                                          "scorer": {"type": "exact"}}))
+        (suite / "val.jsonl").write_text(json.dumps({"id": "s1", "input": "What colour is this?",
+                                                     "images": ["img/swatch.png"], "expected": "red"}) + "\n")
+        out = tmp_path / "run"
+        res = run_cli("eval", "csv-sum", "--out", str(out), "--quiet", cwd=project, env=KEYS)
+        assert res.code == 0, res.err
+        assert json.loads((out / "summary.json").read_text())["mean"] == 1.0
+        result = json.loads((out / "results.jsonl").read_text())
+        kept = result["trajectory"][0]["images"][0]
+        assert (out / kept).read_bytes() == png  # kept once, by content, for the report's thumbnail
