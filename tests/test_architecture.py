@@ -103,5 +103,6 @@ def test_the_wheel_ships_package_data_and_no_fake_github(tmp_path):
                  "skillopt_ci/inputs/example/skills/ticket-triage/SKILL.md",
                  "skillopt_ci/inputs/example/eval_suites/ticket-triage/suite.yaml",
                  "skillopt_ci/inputs/example/eval_suites/ticket-triage/val.jsonl",
+                 "skillopt_ci/inputs/example/eval_suites/sales-analysis/data/rates.csv",
                  "skillopt_ci/viewer/static/app.js", "skillopt_ci/viewer/static/app.css"):
         assert data in names, data

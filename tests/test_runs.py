@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -267,16 +268,23 @@ def test_anthropic_target_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_demo_runs_offline():
-    proc = subprocess.run([PY, "-m", "skillopt_ci", "demo"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([PY, "-m", "skillopt_ci", "demo"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("SIMULATION")
-    assert "ticket-triage  val" in out and "0.458" in out
-    assert ": accepted — validation" in out and ": rejected — validation does not beat" in out
-    val = next(line for line in out.splitlines() if line.startswith("val "))
-    current, trained = (float(x) for x in val.split()[1:3])
-    assert current == 0.458 and trained > current and val.rstrip().endswith("improved")
-    assert "calls to the simulated models, all through the real OpenAI SDK" in out
+    chat, tools = out.split("\n   sales-analysis:\n")
+    evaluated = {tuple(line.split()[:3]) for line in chat.splitlines() if line.startswith(("ticket-triage ", "sales-analysis "))}
+    assert evaluated == {("ticket-triage", "val", "12"), ("ticket-triage", "test", "12"),
+                         ("sales-analysis", "val", "10"), ("sales-analysis", "test", "6")}
+    assert "ticket-triage   val      12       0.458" in chat and "sales-analysis  val      10       0.200" in chat
+    assert ": accepted — validation" in chat and ": rejected — validation does not beat" in chat
+    for part, baseline in ((chat, 0.458), (tools, 0.2)):
+        val = next(line for line in part.splitlines() if line.startswith("val "))
+        current, trained = (float(x) for x in val.split()[1:3])
+        assert current == baseline and trained > current and val.rstrip().endswith("improved")
+    # the tools example's training accepts edits too: rules learned from the scorer's feedback
+    assert re.search(r"^   e\d-s\d\d: accepted — validation", tools, re.M)
+    assert "calls to the simulated models, all through the real OpenAI SDK" in tools
 
 
 def test_help_does_not_import_the_sdks():

@@ -24,6 +24,13 @@ trajectories (``category should be security, not question``, ``priority should b
 * **slow update** — a few general lines of durable guidance the target ignores.
 * **meta skill** — two or three lines summarising which kinds of edits were accepted.
 
+The sales-analysis example (a ``tools`` suite, target :mod:`skillopt_ci.testing.analyst`) goes
+through the same steps: its scorer's feedback names the trap a failed answer fell into
+(``refunded orders were counted``), which becomes an edit adding that trap's rule of
+:data:`analyst.REFERENCE_RULES` after the last bullet of the skill's "Data" section; its harmful
+edit rounds every amount to whole dollars or deletes a needed data rule. A skill that mentions
+``sales.csv`` is a sales skill (its consolidating and durable lines are about data, not tickets).
+
 Anything it cannot parse gets a valid JSON answer with no edits. ``OptimizerSim(malformed=True)``
 answers prose instead of JSON, for failure-mode tests. The policy is a pure function of the
 request (thread-safe). Serve it with ``python -m skillopt_ci.testing.server --policy
@@ -41,6 +48,7 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import find_protected
+from skillopt_ci.testing import analyst
 from skillopt_ci.testing.triage import REFERENCE_SKILL, parse_rules
 
 HEADERS = {
@@ -63,7 +71,8 @@ PROSE = (
 )
 _SECTIONS = {"category": "category", "otherwise": "category", "priority": "priority",
              "default_priority": "priority", "category_priority": "priority", "enterprise": "priority",
-             "format": "format"}
+             "format": "format", **{kind: "data" for kind in (*analyst.TRAPS, "rounding")}}
+SALES_CONSOLIDATION = "Before submitting, check that the number answers the question asked: revenue, a count or an average."
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 _TOKEN = re.compile(
     r"^(`{3,})text\n(?:.*?\n)?\1$|^### Trajectory [^\n]*$|^## [^\n]*$"
@@ -120,6 +129,8 @@ def classify(line: str) -> Rule | None:
         return Rule(line, "enterprise")
     if r.answer_format:
         return Rule(line, "format")
+    if (trap := analyst.rule_of(line)) is not None:
+        return Rule(line, trap)
     return None
 
 
@@ -164,6 +175,19 @@ class SkillView:
         self.rules = [rule for rule in map(classify, self.lines) if rule is not None]
         self.normalized = {norm(line) for line in text.splitlines() if line.strip()}  # protected too
         self.bulleted = any(_BULLET.match(line) for line in self.lines)
+        self.domain = "sales" if "sales.csv" in text.lower() else "triage"
+
+    def last_bullet_under(self, word: str) -> str | None:
+        """The last unique bullet line of the first section whose heading contains ``word``."""
+        found, inside = None, False
+        for line in self.lines:
+            if line.lstrip().startswith("#"):
+                if inside:
+                    break
+                inside = word in line.lower()
+            elif inside and _BULLET.match(line) and self.unique(line):
+                found = line
+        return found
 
     def has(self, line: str) -> bool:
         return norm(line) in self.normalized
@@ -194,8 +218,8 @@ class SkillView:
         # Prefer a complete rule as the anchor: an incomplete one may be replaced in the same
         # step, and an insertion after a replaced line would be a conflict.
         same = [r for r in same if _is_reference(r.line)] or same
-        if same:
-            anchor = same[-1].line
+        anchor = same[-1].line if same else self.last_bullet_under("data") if ref.section == "data" else None
+        if anchor is not None:
             return {"op": "insert_after", "anchor": anchor, "text": self.styled(ref.line, anchor), "rationale": why}
         return {"op": "append", "text": self.styled(ref.line), "rationale": why}
 
@@ -259,8 +283,9 @@ class OptimizerSim:
         analysis = (f"{_count(len(trajectories), 'successful trajectory', 'successful trajectories')} "
                     f"rely on these rules, which must be kept: {shown}")
         edits = []
-        if _digest(prompt) % 3 == 1 and not skill.has(CONSOLIDATION) and _max_edits(prompt) > 0:
-            edits.append({"op": "append", "text": skill.styled(CONSOLIDATION),
+        line = SALES_CONSOLIDATION if skill.domain == "sales" else CONSOLIDATION
+        if _digest(prompt) % 3 == 1 and not skill.has(line) and _max_edits(prompt) > 0:
+            edits.append({"op": "append", "text": skill.styled(line),
                           "rationale": "The successful tasks all followed the first matching rule; say so."})
         return {"analysis": analysis, "edits": edits}
 
@@ -271,14 +296,7 @@ class OptimizerSim:
             ("improved", "Improved"), ("regressed", "Regressed"), ("still_failing", "Still failing"))}
         current = _fenced_after(prompt, "## The block ") or ""
         lines = [line.strip() for line in current.splitlines() if line.strip()]
-        wanted = ["Check security and outage words before anything else."]
-        if counts["improved"]:
-            wanted.append("Keep the keyword rules that fixed tickets; extend their word lists before adding new rules.")
-        if counts["regressed"]:
-            wanted.append("Prefer narrow keywords: a common word can pull tickets into the wrong queue.")
-        if counts["still_failing"]:
-            wanted.append("When no rule matches, fall back to the defaults instead of guessing.")
-        wanted.append("Read the customer's plan before settling the priority.")
+        wanted = _durable_guidance("sales" if "sales.csv" in prompt.lower() else "triage", counts)
         block = list(dict.fromkeys(lines + [f"- {w}" for w in wanted]))[:8]
         analysis = (f"{counts['improved']} tasks improved, {counts['regressed']} regressed, "
                     f"{counts['still_failing']} still fail.")
@@ -305,6 +323,7 @@ def needs_of(t: Trajectory, skill: SkillView) -> list[tuple[str, str, str]]:
     ``("delete", skill line, evidence)``; the evidence is the feedback that calls for it."""
     out: list[tuple[str, str, str]] = []
     feedback = t.feedback
+    out += [("add", analyst.REFERENCE_RULES[trap], phrase) for trap, phrase in analyst.FEEDBACK.items() if phrase in feedback]
     if m := re.search(r'answer must be exactly "category/priority"', feedback):
         out.append(("add", FORMAT_RULE, m.group(0)))
     expected_category = t.expected.split("/")[0].strip().lower() if "/" in t.expected else ""
@@ -343,6 +362,8 @@ def _priority_derivation(t: Trajectory, category: str) -> list[str]:
 def harmful_edit(skill: SkillView, pick: int, avoid: str = "") -> dict[str, str] | None:
     """One of the harmful edits that applies to this skill, chosen by ``pick``; those quoted in
     ``avoid`` (the buffer of rejected edits) are not proposed again."""
+    if skill.domain == "sales":
+        return _pick(_sales_harmful_edits(skill), pick, avoid)
     options: list[dict[str, str]] = []
     categories = [r for r in skill.rules if r.kind == "category" and skill.unique(r.line)]
     priorities = [r for r in skill.rules if r.section == "priority" and skill.unique(r.line)]
@@ -364,8 +385,50 @@ def harmful_edit(skill: SkillView, pick: int, avoid: str = "") -> dict[str, str]
     if categories:
         options.append({"op": "delete", "anchor": categories[0].line,
                         "rationale": "This rule is redundant: the model recognises these tickets without it."})
+    return _pick(options, pick, avoid)
+
+
+def _pick(options: list[dict[str, str]], pick: int, avoid: str) -> dict[str, str] | None:
     options = [o for o in options if not _quoted_in(avoid, o)]
     return options[pick % len(options)] if options else None
+
+
+def _sales_harmful_edits(skill: SkillView) -> list[dict[str, str]]:
+    """Rounding every amount (answers drift by cents), or deleting a data rule that is needed."""
+    options: list[dict[str, str]] = []
+    rules = [r for r in skill.rules if r.kind in analyst.TRAPS and skill.unique(r.line)]
+    if not skill.has(analyst.HARMFUL_RULE):
+        why = "Several answers were off by cents; whole-dollar amounts avoid that noise."
+        anchor = rules[-1].line if rules else skill.last_bullet_under("data")
+        options.append({"op": "insert_after", "anchor": anchor, "text": skill.styled(analyst.HARMFUL_RULE, anchor),
+                        "rationale": why} if anchor else {"op": "append", "text": skill.styled(analyst.HARMFUL_RULE),
+                                                          "rationale": why})
+    if rules:
+        options.append({"op": "delete", "anchor": rules[0].line,
+                        "rationale": "This rule is redundant: the data in the failures did not need it."})
+    return options
+
+
+def _durable_guidance(domain: str, counts: dict[str, int]) -> list[str]:
+    """The lines a slow update writes (the simulated targets ignore them)."""
+    if domain == "sales":
+        wanted = ["Look at the header and a few rows of every file before computing anything."]
+        if counts["improved"]:
+            wanted.append("Keep the data-cleaning rules that fixed answers; apply them before aggregating.")
+        if counts["regressed"]:
+            wanted.append("Do not transform amounts beyond what the data calls for.")
+        if counts["still_failing"]:
+            wanted.append("When an answer is off by a factor, check the units of the amounts.")
+        return wanted
+    wanted = ["Check security and outage words before anything else."]
+    if counts["improved"]:
+        wanted.append("Keep the keyword rules that fixed tickets; extend their word lists before adding new rules.")
+    if counts["regressed"]:
+        wanted.append("Prefer narrow keywords: a common word can pull tickets into the wrong queue.")
+    if counts["still_failing"]:
+        wanted.append("When no rule matches, fall back to the defaults instead of guessing.")
+    wanted.append("Read the customer's plan before settling the priority.")
+    return wanted
 
 
 def _quoted_in(memory: str, edit: dict[str, str]) -> bool:
@@ -447,7 +510,7 @@ def _max_edits(prompt: str) -> int:
 
 
 def _is_reference(line: str) -> bool:
-    return any(norm(line) == norm(ref) for ref in REFERENCE_RULES)
+    return any(norm(line) == norm(ref) for ref in (*REFERENCE_RULES, *analyst.REFERENCE_RULES.values()))
 
 
 def _digest(prompt: str) -> int:

@@ -1,7 +1,9 @@
 """Both simulated models of the bundled example behind one scripted-server policy.
 
 Requests for ``sim-optimizer-1`` go to the simulated optimizer (:mod:`optimizer_sim`); every
-other model name goes to the simulated ticket-triage target (:mod:`triage`). Run them in their
+other model name is the target: a request that offers tools (the sales-analysis example, a
+``tools`` suite) goes to the simulated analyst (:mod:`analyst`), any other to the simulated
+ticket-triage target (:mod:`triage`). Run them in their
 own process with ``python -m skillopt_ci.testing.server --policy
 skillopt_ci.testing.sim_models:simulated_models``.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from skillopt_ci.testing.analyst import AnalystPolicy
 from skillopt_ci.testing.optimizer_sim import OptimizerSim
 from skillopt_ci.testing.triage import TriagePolicy
 
@@ -24,10 +27,13 @@ class SimulatedModels:
     def __init__(self, *, flip: float = 0.0, seed: int = 0, malformed: bool = False):
         self.target = TriagePolicy(flip=flip, seed=seed)
         self.optimizer = OptimizerSim(malformed=malformed)
+        self.analyst = AnalystPolicy()
 
-    def __call__(self, request: Any) -> str:
+    def __call__(self, request: Any) -> Any:
         if request.model == SIM_OPTIMIZER:
             return self.optimizer(request)
+        if getattr(request, "tools", None):
+            return self.analyst(request)
         return self.target(request)
 
 
