@@ -285,6 +285,17 @@ def test_demo_runs_offline():
     # the tools example's training accepts edits too: rules learned from the scorer's feedback
     assert re.search(r"^   e\d-s\d\d: accepted — validation", tools, re.M)
     assert "calls to the simulated models, all through the real OpenAI SDK" in tools
+    # Each step is compared with the skill the previous accepted step kept: after credit
+    # assignment pruned edits, that is the pruned skill's validation score.
+    for part in (chat, tools):
+        incumbent = None
+        for line in re.findall(r"^   e\d-s\d\d: .*$", part, re.M):
+            said = re.search(r"incumbent's (\d\.\d+)", line)
+            if said and incumbent is not None:
+                assert float(said.group(1)) == incumbent, line
+            if ": accepted" in line:
+                pruned = re.search(r"\(validation (\d\.\d+) without the others\)", line)
+                incumbent = float((pruned or re.search(r"validation (\d\.\d+)", line)).group(1))
 
 
 def test_help_does_not_import_the_sdks():

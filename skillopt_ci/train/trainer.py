@@ -191,6 +191,7 @@ class Trainer:
         write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, candidate_text))
         result = self.gate.judge(state.current, candidate_text, record.step)
         applied = proposed.applied
+        val_dir = f"steps/{record.step}/val"
         if result.accepted and self.policy.credit_assignment and len(applied) > 1:
             credit = self.credit.assign(record.step, incumbent_text, applied, self.val_results(state.current),
                                         result.results)
@@ -204,7 +205,8 @@ class Trainer:
                                  reason=f"{result.reason}; kept {len(credit.kept)} of {len(applied)} edits "
                                         f"(validation {fmt(credit.pruned_val)} without the others)")
                 candidate_text, applied = credit.text, list(note.kept)
-        self.conclude(state, record, result, candidate_text, applied, proposed.marks)
+                val_dir = f"steps/{record.step}/credit/pruned"  # the kept skill's own validation results
+        self.conclude(state, record, result, candidate_text, applied, proposed.marks, val_dir)
 
     def reject(self, state: TrainState, edits: Sequence[Edit], reasons: Sequence[str]) -> None:
         """Tell the optimizer's memory that ``edits`` lost (the buffer keeps the first reason)."""
@@ -213,10 +215,10 @@ class Trainer:
         state.epoch_log += [EpochEdit(e, False, r) for e, r in zip(edits, reasons, strict=True)]
 
     def conclude(self, state: TrainState, record: StepRecord, result: GateResult, candidate_text: str,
-                 edits: Sequence[Edit], marks: Sequence[StageSpend]) -> StepRecord:
+                 edits: Sequence[Edit], marks: Sequence[StageSpend], val_dir: str | None = None) -> StepRecord:
         if result.accepted:
             version = self.add_version(state, candidate_text, record.step, result.candidate_val,
-                                       f"steps/{record.step}/val")
+                                       val_dir or f"steps/{record.step}/val")
             state.incumbent = version.number
             record = replace(record, candidate_version=version.number)
             state.epoch_log += [EpochEdit(e, True, result.reason) for e in edits]
