@@ -156,3 +156,13 @@ def test_the_optimizer_reads_the_environments_rendering():
     assert text.index("What the agent did") < text.index("The model's output")
     plain = render_trajectory(TaskResult("t1", 0, "question", "42", 0.0, False), 1)
     assert "What the agent did" not in plain
+
+
+def test_a_built_in_environment_that_cannot_import_is_a_runtime_failure_not_a_traceback(project, monkeypatch):
+    from skillopt_ci.envs import registry
+
+    monkeypatch.setitem(registry.BUILTIN, "tools", "skillopt_ci.envs.no_such_module:ToolsEnvironment")
+    use_environment(project, {"type": "tools", "tools": ["python"]})
+    res = run_cli("eval", "ticket-triage", "--quiet", cwd=project)
+    assert res.code == 3 and "Traceback" not in res.err
+    assert "built-in environment 'tools' could not be imported" in res.err and "reinstall" in res.err

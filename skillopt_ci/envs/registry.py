@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.errors import InputError, RuntimeFailure
 from skillopt_ci.core.options import parse_options
 from skillopt_ci.envs.base import BaseEnvironment
 
@@ -36,7 +36,11 @@ def environment_class(name: str, where: str | None = None) -> type[BaseEnvironme
     """The class of environment ``name``; ``InputError`` naming the known ones when there is none."""
     if name in BUILTIN:
         module, _, attr = BUILTIN[name].partition(":")
-        cls = getattr(importlib.import_module(module), attr)
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except ImportError as exc:  # a broken or partial installation, not the suite's fault
+            raise RuntimeFailure(f"the built-in environment {name!r} could not be imported: {exc}", where=where,
+                                 hint="reinstall skillopt-ci (pip install --force-reinstall skillopt-ci)") from None
     else:
         found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
         if not found:
