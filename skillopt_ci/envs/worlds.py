@@ -9,15 +9,13 @@ Every failure is an ``InputError`` naming ``where`` (the suite file) and the opt
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.text import clip
+from skillopt_ci.inputs.usercode import import_file
 
 REQUIRED_METHODS = ("reset", "step")
 
@@ -44,24 +42,12 @@ def load_world_class(spec: str, suite_dir: Path, where: str, option: str = "worl
 
 
 def _import_file(path: Path, where: str, option: str) -> Any:
-    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
-    name = f"skillopt_user_world_{digest}_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise InputError(f'option "{option}": cannot import {path.name}', where=where)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling look the module up here
+    """The suite's own file, imported like every piece of suite code (:mod:`inputs.usercode`);
+    its error names the file and line, and the option it came from."""
     try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        sys.modules.pop(name, None)
-        raise InputError(f'option "{option}": syntax error in {path.name} line {exc.lineno}: {exc.msg}',
-                         where=where) from None
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        raise InputError(f'option "{option}": importing {path.name} raised {type(exc).__name__}: '
-                         f"{clip(str(exc), 160)}", where=where) from None
-    return module
+        return import_file(path, path.name)
+    except InputError as exc:
+        raise InputError(f'option "{option}": {exc.message}', where=exc.where or where) from None
 
 
 def _import_module(name: str, where: str, option: str) -> Any:

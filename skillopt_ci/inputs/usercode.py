@@ -42,7 +42,7 @@ def load_function(
     function must accept (``None``: no check)."""
     if not path.is_file():
         raise InputError(f"{what} file not found", where=str(path))
-    module = _import(path, what)
+    module = import_file(path, what)
     fn = getattr(module, name, None)
     if not callable(fn):
         found = sorted(
@@ -64,7 +64,8 @@ def load_function(
     return fn
 
 
-def _import(path: Path, what: str) -> Any:
+def import_file(path: Path, what: str) -> Any:
+    """Import the file ``path`` as a module of its own; ``InputError`` naming the file and line."""
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     module_name = f"skillopt_user_{digest}_{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
