@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -68,11 +69,15 @@ def test_create_copies_task_files_into_a_fresh_folder(tmp_path):
         assert ws.written_files() == []
 
 
-def test_a_missing_task_file_is_an_error_naming_it(tmp_path):
+def test_a_missing_task_file_is_an_error_naming_it_and_leaves_no_folder(tmp_path, monkeypatch):
+    (tmp_path / "there.csv").write_text("x\n")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     with pytest.raises(SandboxError) as caught:
-        Workspace.create({"data.csv": tmp_path / "nope.csv"})
-    assert "nope.csv" in str(caught.value)
-    assert not list(Path(os.path.realpath(tmp_path)).parent.glob("skillopt-ws-*nope*"))
+        Workspace.create({"there.csv": tmp_path / "there.csv", "data.csv": tmp_path / "nope.csv"})
+    assert str(tmp_path / "nope.csv") in str(caught.value)
+    assert list(temp.iterdir()) == []
 
 
 def test_two_workspaces_are_different_folders():
@@ -223,6 +228,26 @@ def test_run_passes_stdin_and_runs_in_the_workspace(ws):
     ws.write_text("in.txt", "from file\n")
     result = run(ws, ["sh", "-c", "cat in.txt; cat; pwd"], stdin="from stdin\n")
     assert result.stdout == f"from file\nfrom stdin\n{ws.path}\n"
+
+
+def test_large_stdin_is_fed_and_unread_stdin_is_dropped(ws):
+    data = "y" * 3_000_000
+    assert run(ws, ["wc", "-c"], stdin=data).stdout.strip() == "3000000"
+    assert run(ws, ["true"], stdin=data).exit_code == 0
+
+
+def test_commands_in_several_workspaces_run_concurrently():
+    async def four() -> list[ProcessResult]:
+        spaces = [Workspace.create() for _ in range(4)]
+        try:
+            return await asyncio.gather(
+                *(w.run(["sh", "-c", f"echo {i} > n.txt; cat n.txt"]) for i, w in enumerate(spaces))
+            )
+        finally:
+            for w in spaces:
+                w.cleanup()
+
+    assert [r.stdout for r in asyncio.run(four())] == ["0\n", "1\n", "2\n", "3\n"]
 
 
 def test_an_api_key_in_our_environment_is_not_visible_to_the_command(ws, monkeypatch):

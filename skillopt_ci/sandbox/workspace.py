@@ -156,13 +156,20 @@ class Workspace:
     def keep(self, dest: Path, max_bytes: int) -> list[str]:
         """Copy the written files to ``dest`` when their total size is at most ``max_bytes``;
         otherwise copy none. Returns the workspace-relative paths copied."""
-        written = self.written_files()
-        sizes = {rel: os.lstat(self.path / rel).st_size for rel in written}
-        if not written or sum(sizes.values()) > max_bytes:
+        sizes = {}
+        for relative in self.written_files():
+            with contextlib.suppress(OSError):
+                sizes[relative] = os.lstat(self.path / relative).st_size
+        if not sizes or sum(sizes.values()) > max_bytes:
             return []
-        for relative in written:
-            files.copy_out(self.path, relative, Path(dest) / relative)
-        return written
+        kept = []
+        for relative in sizes:
+            try:
+                files.copy_out(self.path, relative, Path(dest) / relative)
+            except SandboxError:
+                continue  # made unreadable or replaced by a symlink since the listing
+            kept.append(relative)
+        return kept
 
     def cleanup(self) -> None:
         """Remove the folder; safe to call twice, and called for every live workspace at exit."""
