@@ -2,9 +2,9 @@
 
 The child starts a new session (so it leads its own process group) and runs under lowered
 rlimits: CPU seconds, address space (``memory_mb``), file size, and no core files (set by
-util-linux ``prlimit`` before it execs the command, or by the child itself before exec). Its stdout and
-stderr are read concurrently in chunks; only ``output_bytes`` per stream are kept and the rest is
-read and dropped, so a command printing gigabytes neither blocks on a full pipe nor fills memory.
+util-linux ``prlimit`` before it execs the command, or by the child itself before exec). Its
+stdout and stderr are read as they arrive; only ``output_bytes`` per stream are kept and the rest
+is read and dropped, so a command printing gigabytes neither blocks on a full pipe nor fills memory.
 At the wall-clock limit, and in every case once the command has ended or the caller is cancelled,
 the whole process group gets SIGKILL: nothing the command started in its group outlives it (and
 under bwrap its PID namespace dies with it, so neither does anything that left the group).
@@ -70,7 +70,9 @@ def _limited(argv: list[str], limits: SandboxLimits) -> tuple[list[str], Callabl
 
     def set_limits() -> None:
         for which, pair in pairs:
-            resource.setrlimit(which, pair)
+            # A platform that refuses one limit (macOS and RLIMIT_AS) still gets the others.
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, pair)
 
     return argv, set_limits
 
