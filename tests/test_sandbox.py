@@ -55,6 +55,32 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def running_in(folder: Path) -> list[int]:
+    """Host pids of the live processes whose working directory is ``folder`` (also after it was
+    deleted). Works whatever PID namespace a wrapper put the command in."""
+    if not Path("/proc/self/cwd").exists():
+        pytest.skip("needs /proc to find the processes of a workspace")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if cwd == str(folder) and pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for_pids(path: Path, count: int) -> None:
+    for _ in range(1200):
+        if path.exists() and len(path.read_text().split()) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path.name} never got {count} pids")
+
+
 # --- creation and task files -------------------------------------------------------------------
 
 
@@ -289,17 +315,15 @@ def test_the_time_limit_kills_the_command_and_its_children(ws, network):
     result = run(ws, ["sh", "-c", script], limits=SandboxLimits(wall_s=1.0, network=network))
     assert result.timed_out and result.exit_code is None
     assert result.render(200).startswith("killed: time limit 1s")
-    pids = [int(p) for p in ws.read_text("pids.txt").split()]
-    assert len(pids) == 6
-    if not network and isolation() == "bwrap":
-        return  # pids in bwrap's PID namespace are not ours to look up; the namespace is gone
-    assert [p for p in pids if pid_alive(p)] == []
+    assert len(ws.read_text("pids.txt").split()) == 6  # the premise: all children started
+    assert running_in(ws.path) == []
 
 
 def test_background_children_do_not_outlive_a_command_that_ended(ws):
     result = run(ws, ["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started"])
     assert (result.exit_code, result.stdout) == (0, "started\n")
-    assert not pid_alive(int(ws.read_text("pid.txt")))
+    assert ws.read_text("pid.txt").strip()  # the premise: the child started
+    assert running_in(ws.path) == []
 
 
 @pytest.mark.slow
@@ -308,12 +332,13 @@ def test_a_cancelled_run_kills_its_process_group(ws):
         task = asyncio.ensure_future(ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; wait"]))
         while not (ws.path / "pid.txt").exists() or not ws.read_text("pid.txt").strip():
             await asyncio.sleep(0.05)
+        assert len(running_in(ws.path)) >= 2  # the premise: the shell and its child run
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
     asyncio.run(cancel_soon())
-    assert not pid_alive(int(ws.read_text("pid.txt")))
+    assert running_in(ws.path) == []
 
 
 @pytest.mark.slow
@@ -328,6 +353,16 @@ def test_a_process_that_leaves_the_group_holding_the_pipe_does_not_hang_the_run(
     finally:
         if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_under_bubblewrap_a_process_that_left_the_group_dies_with_the_command(ws):
+    if isolation() != "bwrap":
+        pytest.skip(f"bubblewrap does not work on this machine (isolation: {isolation()})")
+    escape = "import os, time; os.setsid(); open('pid.txt', 'w').write(str(os.getpid())); time.sleep(300)"
+    script = f'"$0" -c "{escape}" & while [ ! -s pid.txt ]; do sleep 0.05; done; echo done'
+    result = run(ws, ["sh", "-c", script, sys.executable])
+    assert (result.exit_code, result.stdout) == (0, "done\n")
+    assert running_in(ws.path) == []
 
 
 @pytest.mark.slow
@@ -486,17 +521,12 @@ def test_ctrl_c_during_a_command_kills_it_and_removes_the_workspace():
     )
     try:
         path = Path(proc.stdout.readline().strip())
-        pid_file = path / "pid.txt"
-        for _ in range(600):
-            if pid_file.exists() and pid_file.read_text().strip():
-                break
-            time.sleep(0.05)
-        pid = int(pid_file.read_text())
-        assert pid_alive(pid)
+        wait_for_pids(path / "pid.txt", 1)
+        assert len(running_in(path)) >= 2  # the premise: the shell and its child run
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert "KeyboardInterrupt" in err
     assert not path.exists()
-    assert not pid_alive(pid)
+    assert running_in(path) == []

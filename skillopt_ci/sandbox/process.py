@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from skillopt_ci.sandbox.isolation import works, wrap
+from skillopt_ci.sandbox.isolation import isolation, works, wrap
 from skillopt_ci.sandbox.paths import SandboxError
 from skillopt_ci.sandbox.result import DEFAULT_LIMITS, ProcessResult, SandboxLimits
 
@@ -149,10 +149,10 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def _start(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: str | None,
-                 limits: SandboxLimits) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+async def _start(argv: Sequence[str], how: str, cwd: Path, env: Mapping[str, str],
+                 stdin: str | None, limits: SandboxLimits) -> tuple[asyncio.SubprocessTransport, _Protocol]:
     loop = asyncio.get_running_loop()
-    command, preexec = _limited(wrap([str(a) for a in argv], limits.network), limits)
+    command, preexec = _limited(wrap([str(a) for a in argv], how), limits)
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _Protocol(limits.output_bytes, loop),
@@ -188,7 +188,8 @@ async def run_process(
         raise SandboxError("no command given")
     _check_program(str(argv[0]), cwd, env)
     started = time.monotonic()
-    transport, protocol = await _start(argv, cwd, env, stdin, limits)
+    how = "none" if limits.network else isolation()
+    transport, protocol = await _start(argv, how, cwd, env, stdin, limits)
     timed_out = False
     try:
         try:
@@ -200,7 +201,7 @@ async def run_process(
         await _settle(transport, protocol)
     out, err = protocol.out, protocol.err
     return ProcessResult(
-        exit_code=None if timed_out else transport.get_returncode(),
+        exit_code=None if timed_out else _exit_code(transport.get_returncode(), how),
         stdout=out.text(),
         stderr=err.text(),
         timed_out=timed_out,
@@ -211,6 +212,14 @@ async def run_process(
         stderr_bytes=err.total,
         kept_bytes=limits.output_bytes,
     )
+
+
+def _exit_code(code: int | None, how: str) -> int | None:
+    """bwrap reports a command killed by signal N as exit code 128 + N; make it -N as without
+    bwrap (a command that itself exits with 129..192 under bwrap reads as a signal too)."""
+    if how == "bwrap" and code is not None and 128 < code <= 128 + 64:
+        return 128 - code
+    return code
 
 
 async def _settle(transport: asyncio.SubprocessTransport, protocol: _Protocol) -> None:
