@@ -342,6 +342,25 @@ def test_a_cancelled_run_kills_its_process_group(ws):
 
 
 @pytest.mark.slow
+def test_a_run_cancelled_while_it_starts_leaves_nothing_behind(ws):
+    # asyncio's own answer to a cancel during subprocess_exec waits for the pipes to close,
+    # which the background sleep would hold for 300 s.
+    async def cancel_early(delay: float, network: bool) -> None:
+        task = asyncio.ensure_future(ws.run(["sh", "-c", "sleep 300 & wait"], limits=SandboxLimits(network=network)))
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=60)  # a guard against a hang, not a timing
+
+    async def many() -> None:
+        for i in range(40):
+            await cancel_early(i * 0.0005, network=i % 2 == 0)
+
+    asyncio.run(many())
+    assert running_in(ws.path) == []
+
+
+@pytest.mark.slow
 def test_a_process_that_leaves_the_group_holding_the_pipe_does_not_hang_the_run(ws):
     escape = "import os, time; os.setsid(); open('pid.txt', 'w').write(str(os.getpid())); time.sleep(300)"
     script = f'"$0" -c "{escape}" & while [ ! -s pid.txt ]; do sleep 0.05; done; echo done'

@@ -189,7 +189,7 @@ async def run_process(
     _check_program(str(argv[0]), cwd, env)
     started = time.monotonic()
     how = "none" if limits.network else isolation()
-    transport, protocol = await _start(argv, how, cwd, env, stdin, limits)
+    transport, protocol = await _start_shielded(_start(argv, how, cwd, env, stdin, limits))
     timed_out = False
     try:
         try:
@@ -214,6 +214,22 @@ async def run_process(
     )
 
 
+async def _start_shielded(starting) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+    """Start the command even if the caller is cancelled meanwhile, then kill it and re-raise.
+
+    asyncio answers a cancellation during ``subprocess_exec`` by killing the one child and waiting
+    for its pipes to close, which a grandchild holding them delays for as long as it lives."""
+    task = asyncio.ensure_future(starting)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            transport, protocol = await task
+            kill_group(transport.get_pid())
+            await _settle(transport, protocol)
+        raise
+
+
 def _exit_code(code: int | None, how: str) -> int | None:
     """bwrap reports a command killed by signal N as exit code 128 + N; make it -N as without
     bwrap (a command that itself exits with 129..192 under bwrap reads as a signal too)."""
@@ -232,12 +248,30 @@ async def _settle(transport: asyncio.SubprocessTransport, protocol: _Protocol) -
 
 
 async def _group_gone(pgid: int) -> None:
-    """Wait (briefly) until the killed group has no member left, so that when ``run`` returns
-    no process of the command is still running: SIGKILL is delivered asynchronously."""
+    """Wait (briefly) until the killed group has no live member, so that when ``run`` returns no
+    process of the command is still running: SIGKILL is delivered asynchronously."""
     deadline = time.monotonic() + _DRAIN_AFTER_KILL_S
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
+    while time.monotonic() < deadline and _group_has_live_member(pgid):
         await asyncio.sleep(0.005)
+
+
+def _group_has_live_member(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is alive and not a zombie. Killed orphans stay zombies
+    until init reaps them, which may take a while; without /proc, SIGKILL is trusted."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    if not os.path.isdir("/proc/self"):
+        return False
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
