@@ -527,14 +527,22 @@ def test_workspaces_are_removed_after_ctrl_c():
 _RUN_AND_WAIT = """
 import asyncio
 from skillopt_ci.sandbox import SandboxLimits
-asyncio.run(ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started; wait"],
-                   limits=SandboxLimits(wall_s=300)))
+command = ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started; wait"],
+                 limits=SandboxLimits(wall_s=300))
 """
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_a_command_kills_it_and_removes_the_workspace():
-    script = _script_that_keeps_a_workspace("") + _RUN_AND_WAIT
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "asyncio.run(command)",  # cancels the task: the run's own cleanup kills the command
+        "asyncio.new_event_loop().run_until_complete(command)",  # stops dead: the exit hook does
+    ],
+    ids=["asyncio.run", "run_until_complete"],
+)
+def test_ctrl_c_during_a_command_kills_it_and_removes_the_workspace(loop):
+    script = _script_that_keeps_a_workspace("") + _RUN_AND_WAIT + loop + "\n"
     proc = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -28,6 +28,9 @@ from skillopt_ci.sandbox.paths import SandboxError
 from skillopt_ci.sandbox.result import DEFAULT_LIMITS, ProcessResult, SandboxLimits
 
 _CACHE: dict[str, str] = {}
+# Process groups started and not yet settled: killed at interpreter exit, for a loop stopped by
+# KeyboardInterrupt without cancelling its tasks (run_until_complete), whose finally never ran.
+RUNNING: set[int] = set()
 _DRAIN_AFTER_KILL_S = 2.0
 
 
@@ -149,6 +152,12 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def kill_all_running() -> None:
+    for pgid in list(RUNNING):
+        kill_group(pgid)
+    RUNNING.clear()
+
+
 async def _start(argv: Sequence[str], how: str, cwd: Path, env: Mapping[str, str],
                  stdin: str | None, limits: SandboxLimits) -> tuple[asyncio.SubprocessTransport, _Protocol]:
     loop = asyncio.get_running_loop()
@@ -221,7 +230,9 @@ async def _start_shielded(starting) -> tuple[asyncio.SubprocessTransport, _Proto
     for its pipes to close, which a grandchild holding them delays for as long as it lives."""
     task = asyncio.ensure_future(starting)
     try:
-        return await asyncio.shield(task)
+        transport, protocol = await asyncio.shield(task)
+        RUNNING.add(transport.get_pid())
+        return transport, protocol
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
             transport, protocol = await task
@@ -243,6 +254,7 @@ async def _settle(transport: asyncio.SubprocessTransport, protocol: _Protocol) -
     outside the group is given up after a short wait rather than waited on forever."""
     await asyncio.wait([protocol.exited], timeout=_DRAIN_AFTER_KILL_S)
     await _group_gone(transport.get_pid())
+    RUNNING.discard(transport.get_pid())
     await asyncio.wait([protocol.closed], timeout=_DRAIN_AFTER_KILL_S)
     transport.close()
 

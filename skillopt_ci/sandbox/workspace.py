@@ -29,7 +29,7 @@ from pathlib import Path
 from skillopt_ci.sandbox import files
 from skillopt_ci.sandbox.isolation import SCRATCH, clean_environment
 from skillopt_ci.sandbox.paths import SandboxError, confine, open_confined, walk
-from skillopt_ci.sandbox.process import run_process
+from skillopt_ci.sandbox.process import kill_all_running, run_process
 from skillopt_ci.sandbox.result import DEFAULT_LIMITS, ProcessResult, SandboxLimits
 
 PREFIX = "skillopt-ws-"
@@ -211,6 +211,7 @@ def remove_tree(path: Path) -> None:
 @atexit.register
 def cleanup_all() -> None:
     """Remove every workspace still alive (registered at import, runs at interpreter exit)."""
+    kill_all_running()
     with _LIVE_LOCK:
         live = list(_LIVE.values())
     for workspace in live:
