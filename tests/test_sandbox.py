@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -467,10 +468,29 @@ def test_render_fits_the_limit_and_keeps_start_and_end():
     assert "END" in text and "characters cut" in text and "stderr:\nboom" in text
 
 
-@pytest.mark.parametrize("limit", [10, 50, 120, 400])
+@pytest.mark.parametrize("limit", [10, 50, 120, 400, 1000, 1599])
 def test_render_never_exceeds_its_limit(limit):
     result = ProcessResult(None, "o" * 900, "e" * 700, True, True, 30.0, 30.0, 10**6, 10**6, 900)
-    assert len(result.render(limit)) <= limit
+    text = result.render(limit)
+    assert len(text) <= limit
+    if limit >= 400:  # room for the status and the notes: they are never what gets cut
+        assert text.startswith("killed: time limit 30s\nstdout:\nooo")
+        assert text.endswith("[stderr cut: kept the first 900 of 1000000 bytes]")
+        assert "[stdout cut: kept the first 900 of 1000000 bytes]" in text
+
+
+@pytest.mark.parametrize("size", range(0, 120, 7))
+def test_cut_middle_fits_exactly_and_keeps_both_ends(size):
+    from skillopt_ci.sandbox.result import cut_middle
+
+    text = "A" + "x" * 998 + "Z"
+    cut = cut_middle(text, size)
+    assert len(cut) <= size
+    if size >= 40:
+        assert len(cut) == size and cut.startswith("A") and cut.endswith("Z")
+        note = re.search(r"\[\.\.\. (\d+) characters cut \.\.\.\]", cut)
+        assert note is not None
+        assert int(note.group(1)) == len(text) - (len(cut) - len(note.group(0)) - 2)
 
 
 # --- cleanup -----------------------------------------------------------------------------------
