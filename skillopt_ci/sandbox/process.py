@@ -197,6 +197,9 @@ async def run_process(
         raise SandboxError("no command given")
     _check_program(str(argv[0]), cwd, env)
     started = time.monotonic()
+    if "probed" not in _CACHE:  # the first command's probes run real commands: not on the loop
+        await asyncio.to_thread(lambda: (isolation(), prlimit_works()))
+        _CACHE["probed"] = "yes"
     how = "none" if limits.network else isolation()
     transport, protocol = await _start_shielded(_start(argv, how, cwd, env, stdin, limits))
     timed_out = False
