@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -54,6 +56,32 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def running_in(folder: Path) -> list[int]:
+    """Host pids of the live processes whose working directory is ``folder`` (also after it was
+    deleted). Works whatever PID namespace a wrapper put the command in."""
+    if not Path("/proc/self/cwd").exists():
+        pytest.skip("needs /proc to find the processes of a workspace")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if cwd == str(folder) and pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for_pids(path: Path, count: int) -> None:
+    for _ in range(1200):
+        if path.exists() and len(path.read_text().split()) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path.name} never got {count} pids")
+
+
 # --- creation and task files -------------------------------------------------------------------
 
 
@@ -68,11 +96,15 @@ def test_create_copies_task_files_into_a_fresh_folder(tmp_path):
         assert ws.written_files() == []
 
 
-def test_a_missing_task_file_is_an_error_naming_it(tmp_path):
+def test_a_missing_task_file_is_an_error_naming_it_and_leaves_no_folder(tmp_path, monkeypatch):
+    (tmp_path / "there.csv").write_text("x\n")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     with pytest.raises(SandboxError) as caught:
-        Workspace.create({"data.csv": tmp_path / "nope.csv"})
-    assert "nope.csv" in str(caught.value)
-    assert not list(Path(os.path.realpath(tmp_path)).parent.glob("skillopt-ws-*nope*"))
+        Workspace.create({"there.csv": tmp_path / "there.csv", "data.csv": tmp_path / "nope.csv"})
+    assert str(tmp_path / "nope.csv") in str(caught.value)
+    assert list(temp.iterdir()) == []
 
 
 def test_two_workspaces_are_different_folders():
@@ -225,6 +257,26 @@ def test_run_passes_stdin_and_runs_in_the_workspace(ws):
     assert result.stdout == f"from file\nfrom stdin\n{ws.path}\n"
 
 
+def test_large_stdin_is_fed_and_unread_stdin_is_dropped(ws):
+    data = "y" * 3_000_000
+    assert run(ws, ["wc", "-c"], stdin=data).stdout.strip() == "3000000"
+    assert run(ws, ["true"], stdin=data).exit_code == 0
+
+
+def test_commands_in_several_workspaces_run_concurrently():
+    async def four() -> list[ProcessResult]:
+        spaces = [Workspace.create() for _ in range(4)]
+        try:
+            return await asyncio.gather(
+                *(w.run(["sh", "-c", f"echo {i} > n.txt; cat n.txt"]) for i, w in enumerate(spaces))
+            )
+        finally:
+            for w in spaces:
+                w.cleanup()
+
+    assert [r.stdout for r in asyncio.run(four())] == ["0\n", "1\n", "2\n", "3\n"]
+
+
 def test_an_api_key_in_our_environment_is_not_visible_to_the_command(ws, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-do-not-leak")
@@ -264,17 +316,15 @@ def test_the_time_limit_kills_the_command_and_its_children(ws, network):
     result = run(ws, ["sh", "-c", script], limits=SandboxLimits(wall_s=1.0, network=network))
     assert result.timed_out and result.exit_code is None
     assert result.render(200).startswith("killed: time limit 1s")
-    pids = [int(p) for p in ws.read_text("pids.txt").split()]
-    assert len(pids) == 6
-    if not network and isolation() == "bwrap":
-        return  # pids in bwrap's PID namespace are not ours to look up; the namespace is gone
-    assert [p for p in pids if pid_alive(p)] == []
+    assert len(ws.read_text("pids.txt").split()) == 6  # the premise: all children started
+    assert running_in(ws.path) == []
 
 
 def test_background_children_do_not_outlive_a_command_that_ended(ws):
     result = run(ws, ["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started"])
     assert (result.exit_code, result.stdout) == (0, "started\n")
-    assert not pid_alive(int(ws.read_text("pid.txt")))
+    assert ws.read_text("pid.txt").strip()  # the premise: the child started
+    assert running_in(ws.path) == []
 
 
 @pytest.mark.slow
@@ -283,12 +333,32 @@ def test_a_cancelled_run_kills_its_process_group(ws):
         task = asyncio.ensure_future(ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; wait"]))
         while not (ws.path / "pid.txt").exists() or not ws.read_text("pid.txt").strip():
             await asyncio.sleep(0.05)
+        assert len(running_in(ws.path)) >= 2  # the premise: the shell and its child run
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
     asyncio.run(cancel_soon())
-    assert not pid_alive(int(ws.read_text("pid.txt")))
+    assert running_in(ws.path) == []
+
+
+@pytest.mark.slow
+def test_a_run_cancelled_while_it_starts_leaves_nothing_behind(ws):
+    # asyncio's own answer to a cancel during subprocess_exec waits for the pipes to close,
+    # which the background sleep would hold for 300 s.
+    async def cancel_early(delay: float, network: bool) -> None:
+        task = asyncio.ensure_future(ws.run(["sh", "-c", "sleep 300 & wait"], limits=SandboxLimits(network=network)))
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=60)  # a guard against a hang, not a timing
+
+    async def many() -> None:
+        for i in range(40):
+            await cancel_early(i * 0.0005, network=i % 2 == 0)
+
+    asyncio.run(many())
+    assert running_in(ws.path) == []
 
 
 @pytest.mark.slow
@@ -303,6 +373,16 @@ def test_a_process_that_leaves_the_group_holding_the_pipe_does_not_hang_the_run(
     finally:
         if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_under_bubblewrap_a_process_that_left_the_group_dies_with_the_command(ws):
+    if isolation() != "bwrap":
+        pytest.skip(f"bubblewrap does not work on this machine (isolation: {isolation()})")
+    escape = "import os, time; os.setsid(); open('pid.txt', 'w').write(str(os.getpid())); time.sleep(300)"
+    script = f'"$0" -c "{escape}" & while [ ! -s pid.txt ]; do sleep 0.05; done; echo done'
+    result = run(ws, ["sh", "-c", script, sys.executable])
+    assert (result.exit_code, result.stdout) == (0, "done\n")
+    assert running_in(ws.path) == []
 
 
 @pytest.mark.slow
@@ -388,10 +468,29 @@ def test_render_fits_the_limit_and_keeps_start_and_end():
     assert "END" in text and "characters cut" in text and "stderr:\nboom" in text
 
 
-@pytest.mark.parametrize("limit", [10, 50, 120, 400])
+@pytest.mark.parametrize("limit", [10, 50, 120, 400, 1000, 1599])
 def test_render_never_exceeds_its_limit(limit):
     result = ProcessResult(None, "o" * 900, "e" * 700, True, True, 30.0, 30.0, 10**6, 10**6, 900)
-    assert len(result.render(limit)) <= limit
+    text = result.render(limit)
+    assert len(text) <= limit
+    if limit >= 400:  # room for the status and the notes: they are never what gets cut
+        assert text.startswith("killed: time limit 30s\nstdout:\nooo")
+        assert text.endswith("[stderr cut: kept the first 900 of 1000000 bytes]")
+        assert "[stdout cut: kept the first 900 of 1000000 bytes]" in text
+
+
+@pytest.mark.parametrize("size", range(0, 120, 7))
+def test_cut_middle_fits_exactly_and_keeps_both_ends(size):
+    from skillopt_ci.sandbox.result import cut_middle
+
+    text = "A" + "x" * 998 + "Z"
+    cut = cut_middle(text, size)
+    assert len(cut) <= size
+    if size >= 40:
+        assert len(cut) == size and cut.startswith("A") and cut.endswith("Z")
+        note = re.search(r"\[\.\.\. (\d+) characters cut \.\.\.\]", cut)
+        assert note is not None
+        assert int(note.group(1)) == len(text) - (len(cut) - len(note.group(0)) - 2)
 
 
 # --- cleanup -----------------------------------------------------------------------------------
@@ -448,30 +547,33 @@ def test_workspaces_are_removed_after_ctrl_c():
 _RUN_AND_WAIT = """
 import asyncio
 from skillopt_ci.sandbox import SandboxLimits
-asyncio.run(ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started; wait"],
-                   limits=SandboxLimits(wall_s=300)))
+command = ws.run(["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started; wait"],
+                 limits=SandboxLimits(wall_s=300))
 """
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_a_command_kills_it_and_removes_the_workspace():
-    script = _script_that_keeps_a_workspace("") + _RUN_AND_WAIT
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "asyncio.run(command)",  # cancels the task: the run's own cleanup kills the command
+        "asyncio.new_event_loop().run_until_complete(command)",  # stops dead: the exit hook does
+    ],
+    ids=["asyncio.run", "run_until_complete"],
+)
+def test_ctrl_c_during_a_command_kills_it_and_removes_the_workspace(loop):
+    script = _script_that_keeps_a_workspace("") + _RUN_AND_WAIT + loop + "\n"
     proc = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         path = Path(proc.stdout.readline().strip())
-        pid_file = path / "pid.txt"
-        for _ in range(600):
-            if pid_file.exists() and pid_file.read_text().strip():
-                break
-            time.sleep(0.05)
-        pid = int(pid_file.read_text())
-        assert pid_alive(pid)
+        wait_for_pids(path / "pid.txt", 1)
+        assert len(running_in(path)) >= 2  # the premise: the shell and its child run
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert "KeyboardInterrupt" in err
     assert not path.exists()
-    assert not pid_alive(pid)
+    assert running_in(path) == []

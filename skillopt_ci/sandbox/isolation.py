@@ -70,9 +70,8 @@ def _probe() -> str:
     return "none"
 
 
-def wrap(argv: Sequence[str], network: bool) -> list[str]:
-    """``argv`` run through the isolation wrapper when the network must be cut and one works."""
-    how = "none" if network else isolation()
+def wrap(argv: Sequence[str], how: str) -> list[str]:
+    """``argv`` run through the wrapper ``how`` (a value of ``isolation()``)."""
     if how == "bwrap":
         return [shutil.which("bwrap") or "bwrap", *BWRAP_PREFIX, "--", *argv]
     if how == "unshare":

@@ -2,9 +2,9 @@
 
 The child starts a new session (so it leads its own process group) and runs under lowered
 rlimits: CPU seconds, address space (``memory_mb``), file size, and no core files (set by
-util-linux ``prlimit`` before it execs the command, or by the child itself before exec). Its stdout and
-stderr are read concurrently in chunks; only ``output_bytes`` per stream are kept and the rest is
-read and dropped, so a command printing gigabytes neither blocks on a full pipe nor fills memory.
+util-linux ``prlimit`` before it execs the command, or by the child itself before exec). Its
+stdout and stderr are read as they arrive; only ``output_bytes`` per stream are kept and the rest
+is read and dropped, so a command printing gigabytes neither blocks on a full pipe nor fills memory.
 At the wall-clock limit, and in every case once the command has ended or the caller is cancelled,
 the whole process group gets SIGKILL: nothing the command started in its group outlives it (and
 under bwrap its PID namespace dies with it, so neither does anything that left the group).
@@ -23,11 +23,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from skillopt_ci.sandbox.isolation import works, wrap
+from skillopt_ci.sandbox.isolation import isolation, works, wrap
 from skillopt_ci.sandbox.paths import SandboxError
 from skillopt_ci.sandbox.result import DEFAULT_LIMITS, ProcessResult, SandboxLimits
 
 _CACHE: dict[str, str] = {}
+# Process groups started and not yet settled: killed at interpreter exit, for a loop stopped by
+# KeyboardInterrupt without cancelling its tasks (run_until_complete), whose finally never ran.
+RUNNING: set[int] = set()
 _DRAIN_AFTER_KILL_S = 2.0
 
 
@@ -70,7 +73,9 @@ def _limited(argv: list[str], limits: SandboxLimits) -> tuple[list[str], Callabl
 
     def set_limits() -> None:
         for which, pair in pairs:
-            resource.setrlimit(which, pair)
+            # A platform that refuses one limit (macOS and RLIMIT_AS) still gets the others.
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, pair)
 
     return argv, set_limits
 
@@ -147,10 +152,16 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def _start(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: str | None,
-                 limits: SandboxLimits) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+def kill_all_running() -> None:
+    for pgid in list(RUNNING):
+        kill_group(pgid)
+    RUNNING.clear()
+
+
+async def _start(argv: Sequence[str], how: str, cwd: Path, env: Mapping[str, str],
+                 stdin: str | None, limits: SandboxLimits) -> tuple[asyncio.SubprocessTransport, _Protocol]:
     loop = asyncio.get_running_loop()
-    command, preexec = _limited(wrap([str(a) for a in argv], limits.network), limits)
+    command, preexec = _limited(wrap([str(a) for a in argv], how), limits)
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _Protocol(limits.output_bytes, loop),
@@ -186,7 +197,11 @@ async def run_process(
         raise SandboxError("no command given")
     _check_program(str(argv[0]), cwd, env)
     started = time.monotonic()
-    transport, protocol = await _start(argv, cwd, env, stdin, limits)
+    if "probed" not in _CACHE:  # the first command's probes run real commands: not on the loop
+        await asyncio.to_thread(lambda: (isolation(), prlimit_works()))
+        _CACHE["probed"] = "yes"
+    how = "none" if limits.network else isolation()
+    transport, protocol = await _start_shielded(_start(argv, how, cwd, env, stdin, limits))
     timed_out = False
     try:
         try:
@@ -198,7 +213,7 @@ async def run_process(
         await _settle(transport, protocol)
     out, err = protocol.out, protocol.err
     return ProcessResult(
-        exit_code=None if timed_out else transport.get_returncode(),
+        exit_code=None if timed_out else _exit_code(transport.get_returncode(), how),
         stdout=out.text(),
         stderr=err.text(),
         timed_out=timed_out,
@@ -211,22 +226,67 @@ async def run_process(
     )
 
 
+async def _start_shielded(starting) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+    """Start the command even if the caller is cancelled meanwhile, then kill it and re-raise.
+
+    asyncio answers a cancellation during ``subprocess_exec`` by killing the one child and waiting
+    for its pipes to close, which a grandchild holding them delays for as long as it lives."""
+    task = asyncio.ensure_future(starting)
+    try:
+        transport, protocol = await asyncio.shield(task)
+        RUNNING.add(transport.get_pid())
+        return transport, protocol
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            transport, protocol = await task
+            kill_group(transport.get_pid())
+            await _settle(transport, protocol)
+        raise
+
+
+def _exit_code(code: int | None, how: str) -> int | None:
+    """bwrap reports a command killed by signal N as exit code 128 + N; make it -N as without
+    bwrap (a command that itself exits with 129..192 under bwrap reads as a signal too)."""
+    if how == "bwrap" and code is not None and 128 < code <= 128 + 64:
+        return 128 - code
+    return code
+
+
 async def _settle(transport: asyncio.SubprocessTransport, protocol: _Protocol) -> None:
     """Reap the killed command and let its pipes drain; a pipe still held open by a process
     outside the group is given up after a short wait rather than waited on forever."""
     await asyncio.wait([protocol.exited], timeout=_DRAIN_AFTER_KILL_S)
     await _group_gone(transport.get_pid())
+    RUNNING.discard(transport.get_pid())
     await asyncio.wait([protocol.closed], timeout=_DRAIN_AFTER_KILL_S)
     transport.close()
 
 
 async def _group_gone(pgid: int) -> None:
-    """Wait (briefly) until the killed group has no member left, so that when ``run`` returns
-    no process of the command is still running: SIGKILL is delivered asynchronously."""
+    """Wait (briefly) until the killed group has no live member, so that when ``run`` returns no
+    process of the command is still running: SIGKILL is delivered asynchronously."""
     deadline = time.monotonic() + _DRAIN_AFTER_KILL_S
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
+    while time.monotonic() < deadline and _group_has_live_member(pgid):
         await asyncio.sleep(0.005)
+
+
+def _group_has_live_member(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is alive and not a zombie. Killed orphans stay zombies
+    until init reaps them, which may take a while; without /proc, SIGKILL is trusted."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    if not os.path.isdir("/proc/self"):
+        return False
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False

@@ -92,13 +92,17 @@ def cut_middle(text: str, size: int) -> str:
     """``text`` in at most ``size`` characters: its start and end around a note of the cut."""
     if len(text) <= size:
         return text
-    note = f"\n[... {len(text) - size} characters cut ...]\n"
-    if size <= len(note) + 2:
-        return text[: max(0, size)]
-    note = f"\n[... {len(text) - (size - len(note))} characters cut ...]\n"
-    keep = max(0, size - len(note))
+    cut = len(text) - size
+    while True:  # the note's length depends on the number it states: settles in two rounds
+        note = f"\n[... {cut} characters cut ...]\n"
+        keep = size - len(note)
+        if keep < 2:
+            return text[: max(0, size)]
+        if len(text) - keep == cut:
+            break
+        cut = len(text) - keep
     first = keep * 2 // 3
-    return text[:first] + note + text[len(text) - (keep - first) :] if keep - first else text[:first] + note
+    return text[:first] + note + text[len(text) - (keep - first) :]
 
 
 def _signal_name(number: int) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from skillopt_ci.sandbox import files
 from skillopt_ci.sandbox.isolation import SCRATCH, clean_environment
 from skillopt_ci.sandbox.paths import SandboxError, confine, open_confined, walk
-from skillopt_ci.sandbox.process import run_process
+from skillopt_ci.sandbox.process import kill_all_running, run_process
 from skillopt_ci.sandbox.result import DEFAULT_LIMITS, ProcessResult, SandboxLimits
 
 PREFIX = "skillopt-ws-"
@@ -156,13 +156,20 @@ class Workspace:
     def keep(self, dest: Path, max_bytes: int) -> list[str]:
         """Copy the written files to ``dest`` when their total size is at most ``max_bytes``;
         otherwise copy none. Returns the workspace-relative paths copied."""
-        written = self.written_files()
-        sizes = {rel: os.lstat(self.path / rel).st_size for rel in written}
-        if not written or sum(sizes.values()) > max_bytes:
+        sizes = {}
+        for relative in self.written_files():
+            with contextlib.suppress(OSError):
+                sizes[relative] = os.lstat(self.path / relative).st_size
+        if not sizes or sum(sizes.values()) > max_bytes:
             return []
-        for relative in written:
-            files.copy_out(self.path, relative, Path(dest) / relative)
-        return written
+        kept = []
+        for relative in sizes:
+            try:
+                files.copy_out(self.path, relative, Path(dest) / relative)
+            except SandboxError:
+                continue  # made unreadable or replaced by a symlink since the listing
+            kept.append(relative)
+        return kept
 
     def cleanup(self) -> None:
         """Remove the folder; safe to call twice, and called for every live workspace at exit."""
@@ -204,6 +211,7 @@ def remove_tree(path: Path) -> None:
 @atexit.register
 def cleanup_all() -> None:
     """Remove every workspace still alive (registered at import, runs at interpreter exit)."""
+    kill_all_running()
     with _LIVE_LOCK:
         live = list(_LIVE.values())
     for workspace in live:
