@@ -8,13 +8,19 @@ measured is the loop itself — building messages, checking arguments against th
 reading the file through the workspace, recording steps — plus the workspace set-up and the
 transcript, spread over the steps. CPU time (``time.process_time``) is printed next to a typical
 model latency and their ratio. Target: under 5 ms CPU per step.
+
+The second figure is the same loop through the real model pool and OpenAI SDK against the
+scripted server in its own process (so its CPU is not counted): what a step costs this process
+in practice, HTTP and JSON included, with the cache off.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +59,54 @@ def one_rollout(env, request: RolloutRequest, steps: int) -> float:
     return spent
 
 
+def read_file_policy(request):
+    """The scripted server's side: ``read_file`` until SDK_STEPS results came back, then answer."""
+    from skillopt_ci.testing.protocols import ScriptedReply, ScriptedToolCall
+
+    if len(request.tool_results) < int(os.environ.get("SDK_STEPS", "20")) and \
+            sum(m["role"] == "tool" for m in request.messages) < int(os.environ.get("SDK_STEPS", "20")):
+        return ScriptedReply("", tool_calls=(ScriptedToolCall("read_file", {"path": "data.csv"}),))
+    return ScriptedReply("done")
+
+
+def through_the_sdk(env, request: RolloutRequest, suite: Path, steps: int, rollouts: int) -> list[float]:
+    """CPU ms per step of rollouts through ModelPool + the OpenAI SDK against a server process."""
+    from skillopt_ci.inputs.config import load_config
+    from skillopt_ci.models.cache import ResponseCache
+    from skillopt_ci.models.pool import ModelPool
+
+    server = subprocess.Popen([sys.executable, "-m", "skillopt_ci.testing.server", "--policy",
+                               "bench_tools_loop:read_file_policy"], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "SDK_STEPS": str(steps),
+                                   "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])})
+    try:
+        url = server.stdout.readline().split()[1]
+        (suite / "SKILL.md").write_text("# Skill\nRead the file.\n")
+        (suite / "skillopt.yml").write_text(
+            "version: 1\nmodels:\n  target: {provider: openai-compatible, model: bench, base_url: "
+            f"'{url}/v1'}}\nskills: [{{path: SKILL.md, suite: .}}]\ncache: {{mode: 'off'}}\n")
+        config = load_config(suite / "skillopt.yml")
+
+        async def measure() -> list[float]:
+            pool = ModelPool(config, ResponseCache(suite / "cache.sqlite", "off"))
+            spent = []
+            for i in range(rollouts + 1):  # the first warms up the client
+                started = time.process_time()
+                result = await env.run(request, pool)
+                result.close()
+                if not result.ok:
+                    sys.exit(f"the rollout did not run as planned: {result.error}")
+                if i:
+                    spent.append((time.process_time() - started) / steps * 1000)
+            await pool.aclose()
+            return spent
+
+        return asyncio.run(measure())
+    finally:
+        server.terminate()
+        server.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -70,12 +124,18 @@ def main() -> None:
                                  prompt="Sum the amounts.", suite_dir=suite)
         one_rollout(env, request, 5)  # warm-up: imports, the schema validator
         per_step = [one_rollout(env, request, args.steps) / args.steps * 1000 for _ in range(args.rollouts)]
+        sdk = through_the_sdk(env, request, suite, 20, args.rollouts)
     ms = statistics.median(per_step)
     print(f"tools loop: {args.rollouts} rollouts x {args.steps} steps (fake model, read_file tool)")
     print(f"  CPU per step     {ms:8.3f} ms   (median; min {min(per_step):.3f}, max {max(per_step):.3f})")
     print(f"  model latency    {args.latency_ms:8.3f} ms   (a typical call)")
     print(f"  overhead ratio   {ms / args.latency_ms:8.4f}      (CPU per step / model latency)")
     print(f"  target < 5 ms    {'met' if ms < 5 else 'NOT met'}")
+    sdk_ms = statistics.median(sdk)
+    print(f"through ModelPool + OpenAI SDK + HTTP: {args.rollouts} rollouts x 20 steps (server in its own process)")
+    print(f"  CPU per step     {sdk_ms:8.3f} ms   (median; min {min(sdk):.3f}, max {max(sdk):.3f})")
+    print(f"  overhead ratio   {sdk_ms / args.latency_ms:8.4f}      (CPU per step / model latency)")
+    print(f"  target < 5 ms    {'met' if sdk_ms < 5 else 'NOT met'}")
 
 
 if __name__ == "__main__":
