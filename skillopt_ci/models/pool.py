@@ -17,7 +17,7 @@ from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec, Usage
 from skillopt_ci.models.cache import ResponseCache, cache_key
 from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
-from skillopt_ci.models.registry import base_url_of, create_backend, resolve_endpoint
+from skillopt_ci.models.registry import Endpoint, base_url_of, create_backend, resolve_endpoint
 from skillopt_ci.models.retry import BASE_DELAY_S, with_retries
 
 
@@ -158,6 +158,26 @@ class ModelPool:
             backend = self._factory(spec, self.env)
             self._backends[role] = backend
         return backend
+
+    def endpoint(self, role: str) -> Endpoint:
+        """Where ``role``'s model is served and with which key, for an agent CLI that calls the
+        model itself (``codex``, ``claude-code``): the same base URL and key every other call of
+        this tool uses. The key is registered as a secret (never written out)."""
+        return resolve_endpoint(self.spec(role), self.env)
+
+    def record_external(self, role: str, usage: Usage, cost_usd: float | None = None) -> float | None:
+        """Count calls made outside this pool (by an agent CLI) in the one spend ledger, so
+        budgets stop a run. ``cost_usd`` is the CLI's own figure; without one, ``usage`` is priced
+        with the price table. Returns the cost counted (``None`` when unknown)."""
+        spend = self.spend.setdefault(role, RoleSpend())
+        cost = cost_usd if cost_usd is not None else cost_of(usage, self.price(self.spec(role)))
+        spend.calls += 1
+        spend.usage = spend.usage + usage
+        if cost is None:
+            spend.cost_known = False
+        else:
+            spend.cost_usd += cost
+        return cost
 
     def total_spend(self) -> RoleSpend:
         total = RoleSpend()
