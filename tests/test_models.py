@@ -228,3 +228,21 @@ def test_pricing_table_and_overrides():
     assert price_for("my-local-model", {"my-local-model": {"input": 0.1, "output": 0.2}}) == (0.1, 0.2)
     assert cost_of(Usage(1_000_000, 500_000), (2.0, 8.0)) == pytest.approx(6.0)
     assert cost_of(Usage(None, 5), (2.0, 8.0)) is None
+
+
+def test_an_agent_clis_spend_joins_the_ledger_and_stops_a_budget(tmp_path):
+    from skillopt_ci.engine.runner import budget_stop
+    from skillopt_ci.inputs.config import Budgets
+
+    pool = make_pool(tmp_path, {"provider": "openai", "model": "gpt-4o-mini", "base_url": "http://127.0.0.1:9/v1"},
+                     {"OPENAI_API_KEY": "sk-agent-key-0000000000000000"}, pricing={"gpt-4o-mini": {"input": 1.0, "output": 2.0}})
+    endpoint = pool.endpoint("target")
+    assert (endpoint.model, endpoint.base_url, endpoint.api_key) == ("gpt-4o-mini", "http://127.0.0.1:9/v1",
+                                                                     "sk-agent-key-0000000000000000")
+    assert "sk-agent-key" not in repr(endpoint)
+    # Codex reports tokens: priced with the table. Claude Code reports dollars: taken as they are.
+    assert pool.record_external("target", Usage(1_000_000, 0)) == pytest.approx(1.0)
+    assert pool.record_external("target", Usage(10, 10), cost_usd=0.5) == 0.5
+    spent = pool.total_spend()
+    assert spent.calls == 2 and spent.cost_usd == pytest.approx(1.5) and spent.usage.input_tokens == 1_000_010
+    assert "dollar budget reached" in budget_stop(pool, Budgets(max_dollars=1.2), 0.0)
