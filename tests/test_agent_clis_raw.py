@@ -43,17 +43,21 @@ def server() -> Iterator[ScriptedModelServer]:
         yield srv
 
 
-def _workspace(tmp_path: Path, skills_dir: str, body: str) -> tuple[Path, Path]:
+def _workspace(tmp_path: Path, skills_dir: str, body: str, instructions: str | None = None) -> tuple[Path, Path]:
     workspace, home = tmp_path / "ws", tmp_path / "home"
     skill = workspace / skills_dir / "shout"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text(body)
+    if instructions is not None:
+        name = "AGENTS.md" if skills_dir.startswith(".agents") else "CLAUDE.md"
+        (workspace / name).write_text(instructions)
     home.mkdir()
     return workspace, home
 
 
-def run_codex(server: ScriptedModelServer, tmp_path: Path, body: str, model: str) -> tuple[subprocess.CompletedProcess, Path]:
-    workspace, home = _workspace(tmp_path, ".agents/skills", body)
+def run_codex(server: ScriptedModelServer, tmp_path: Path, body: str, model: str,
+              instructions: str | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+    workspace, home = _workspace(tmp_path, ".agents/skills", body, instructions)
     codex_home = home / ".codex"
     codex_home.mkdir()
     (codex_home / "config.toml").write_text(f"""model = "{model}"
@@ -84,8 +88,9 @@ enabled = false
     return done, workspace
 
 
-def run_claude(server: ScriptedModelServer, tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess, Path]:
-    workspace, home = _workspace(tmp_path, ".claude/skills", body)
+def run_claude(server: ScriptedModelServer, tmp_path: Path, body: str,
+               instructions: str | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+    workspace, home = _workspace(tmp_path, ".claude/skills", body, instructions)
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": server.anthropic_base_url,
            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
            "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -146,6 +151,14 @@ def test_claude_code_reads_the_skill_runs_a_command_and_writes_the_answer(server
     assert result["type"] == "result" and result["is_error"] is False and result["num_turns"] == 5
     assert result["result"] == "Done: the answer is in answer.txt." and result["total_cost_usd"] > 0
     assert all(call.request.headers["x-api-key"] == KEY for call in server.calls)
+
+
+def test_an_instructions_file_in_context_counts_like_the_skill_body(server, tmp_path):
+    rule = "# Shout\nWrite the answer in upper case.\n"
+    done, workspace = run_codex(server, tmp_path / "codex", PLAIN, "gpt-test", instructions=rule)
+    assert done.returncode == 0 and (workspace / "answer.txt").read_text() == "HELLO WORLD\n"
+    done, workspace = run_claude(server, tmp_path / "claude", PLAIN, instructions=rule)
+    assert done.returncode == 0 and (workspace / "answer.txt").read_text() == "HELLO WORLD\n"
 
 
 def test_codex_fails_the_turn_on_a_server_error(server, tmp_path):
