@@ -189,3 +189,29 @@ def test_rules_in_the_skill_body_change_the_answer():
 def test_agent_script_answers_side_requests_without_tools_with_text(srv, oai):
     oai.responses.create(model="m", input="Give this conversation a title.")
     assert AgentScript()(srv.calls[0].request) == "OK"
+
+
+def test_azure_responses_route_streams(srv):
+    with openai.AzureOpenAI(api_key="t", azure_endpoint=srv.azure_endpoint, api_version="2025-04-01-preview",
+                            max_retries=0) as azure:
+        events = list(azure.responses.create(model="my-deployment", input="go", stream=True))
+    assert events[-1].type == "response.completed" and events[-1].response.output[2].input == PATCH
+
+
+def test_the_server_process_plays_the_scripted_agent(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "skillopt_ci.testing.server", "--policy",
+                             "skillopt_ci.testing.agents:play"], stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().split()[1]
+        with openai.OpenAI(api_key="t", base_url=url + "/v1", max_retries=0) as client:
+            tools = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]
+            developer = {"role": "developer", "content": CODEX_LIST}
+            reply = client.responses.create(model="m", input=[developer, {"role": "user", "content": "go"}],
+                                            tools=tools)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert json.loads(reply.output[0].arguments)["cmd"] == "cat /w/.agents/skills/shout/SKILL.md"

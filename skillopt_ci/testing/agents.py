@@ -179,3 +179,12 @@ def _line_after(text: str, marker: str) -> str | None:
     at = text.find(marker)
     return text[at + len(marker):].split("\n", 1)[0].strip() if at >= 0 else None
 
+
+
+_DEFAULT = AgentScript()
+
+
+def play(request: ScriptedRequest) -> ScriptedReply | str:
+    """The default :class:`AgentScript`, as a plain function for
+    ``python -m skillopt_ci.testing.server --policy skillopt_ci.testing.agents:play``."""
+    return _DEFAULT(request)
