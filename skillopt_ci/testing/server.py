@@ -54,7 +54,8 @@ def echo(request: ScriptedRequest) -> str:
 
 @dataclass(frozen=True)
 class RecordedCall:
-    """One model call the server answered. ``status`` is 0 when the connection was dropped;
+    """One model call the server answered. ``status`` is 0 when the connection was dropped
+    (200 for a streaming request, whose stream starts and is then cut);
     ``error`` names the exception when the policy or fault plan raised."""
 
     request: ScriptedRequest
