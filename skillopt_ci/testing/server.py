@@ -1,8 +1,10 @@
 """A scripted model server: real HTTP on 127.0.0.1 speaking OpenAI (Chat Completions and the
 Responses API), Azure OpenAI and Anthropic, with tool calls and images.
 
-Tests point the real ``openai`` and ``anthropic`` SDKs at it; a Python policy decides each
-reply, and faults (rate limits, server errors, slow or malformed answers, dropped connections)
+Tests point the real ``openai`` and ``anthropic`` SDKs (and the Codex and Claude Code CLIs) at
+it; a Python policy decides each reply. ``stream: true`` on the Responses API and Anthropic
+Messages is answered with Server-Sent Events (:mod:`wire_stream`), chunked; Chat Completions
+refuses it. Faults (rate limits, server errors, slow or malformed answers, dropped connections)
 can be injected per request. Run it in its own process with
 ``python -m skillopt_ci.testing.server --port 0 --latency 0.1 --policy module:function``.
 """
@@ -36,6 +38,7 @@ from skillopt_ci.testing.protocols import (
     json_response,
     parse_request,
     route,
+    stream_response,
 )
 
 __all__ = ["Fault", "RecordedCall", "ScriptedModelServer", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall"]
@@ -51,7 +54,8 @@ def echo(request: ScriptedRequest) -> str:
 
 @dataclass(frozen=True)
 class RecordedCall:
-    """One model call the server answered. ``status`` is 0 when the connection was dropped;
+    """One model call the server answered. ``status`` is 0 when the connection was dropped
+    (200 for a streaming request, whose stream starts and is then cut);
     ``error`` names the exception when the policy or fault plan raised."""
 
     request: ScriptedRequest
@@ -84,8 +88,33 @@ class _Handler(LoopbackHandler):
         if response.body is None:
             self.close_connection = True
             return
+        if response.frames is not None:
+            self._send_stream(response)
+            return
         headers = {**response.headers, "Content-Type": "application/json"}
         self.send_bytes(response.status, headers, response.body)
+
+    def _send_stream(self, response: WireResponse) -> None:
+        """Server-Sent Events as HTTP/1.1 chunks, one per event; ``cut`` stops after that many
+        frames and closes the connection without the final chunk."""
+        frames = response.frames or ()
+        try:
+            self.send_response(response.status)
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for frame in frames[: response.cut] if response.cut else frames:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+            if response.cut:
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
 
 
 class ScriptedModelServer(LoopbackService):
@@ -180,6 +209,10 @@ class ScriptedModelServer(LoopbackService):
         try:
             if fault is None and plan is not None:
                 fault = plan(request)
+            if fault is not None and fault.kind == "drop" and request.params.get("stream"):
+                response = _dropped_stream(request)
+                self._record(RecordedCall(request, 200, fault.kind, None))
+                return response
             if fault is not None and fault.kind != "slow":
                 response = fault_response(protocol, fault)
                 self._record(RecordedCall(request, response.status, fault.kind, None))
@@ -192,11 +225,18 @@ class ScriptedModelServer(LoopbackService):
             return error_response(protocol, 500, message)
         delay = fault.delay if fault else (self.latency if reply.latency is None else reply.latency)
         self._record(RecordedCall(request, 200, fault.kind if fault else None, reply.text))
+        if request.params.get("stream"):
+            return stream_response(protocol, format_reply(request, reply), delay)
         return json_response(protocol, 200, format_reply(request, reply), delay)
 
     def _record(self, call: RecordedCall) -> None:
         with self._lock:
             self._calls.append(call)
+
+
+def _dropped_stream(request: ScriptedRequest) -> WireResponse:
+    """A stream that starts (status 200, the first event) and then loses its connection."""
+    return stream_response(request.protocol, format_reply(request, ScriptedReply("")), cut=1)
 
 
 def _as_reply(value: object) -> ScriptedReply:
