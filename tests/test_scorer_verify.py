@@ -145,3 +145,18 @@ def test_validate_names_a_missing_checker_file(tmp_path):
     res = run_cli("validate", cwd=root)
     assert res.code == 2
     assert 'suite.yaml: scorer: scorer "verify": files: "check.py" does not exist in the suite directory' in res.err
+
+
+def test_a_changed_checker_in_a_subfolder_changes_the_suite_hash(tmp_path):
+    """The suite hash keys cached scored rollouts: an edited checker must not reuse old scores."""
+    from skillopt_ci.inputs.suite import load_suite
+
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks/check.sh").write_text("test -f answer.txt\n")
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump({
+        "environment": {"type": "tools", "tools": ["write_file"]},
+        "scorer": {"type": "verify", "command": "sh checks/check.sh", "files": ["checks"]}}))
+    (tmp_path / "val.jsonl").write_text('{"id": "a", "input": "x"}\n')
+    before = load_suite(tmp_path).hash
+    (tmp_path / "checks/check.sh").write_text("grep -q 42 answer.txt\n")
+    assert load_suite(tmp_path).hash != before
