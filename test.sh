@@ -64,7 +64,7 @@ fi
 if [ -z "$agent_clis" ]; then
   if ! command -v npm >/dev/null 2>&1; then
     echo "test.sh: npm is not on PATH: the agent-CLI tests (codex, claude-code) will be skipped" >&2
-  elif "$python" -m skillopt_ci install-agents --prefix "$agent_cache" >&2; then
+  elif timeout 600 "$python" -m skillopt_ci install-agents --prefix "$agent_cache" >&2; then
     agent_clis="$agent_cache"
   else
     echo "test.sh: installing the agent CLIs failed: the agent-CLI tests (codex, claude-code) will be skipped" >&2
