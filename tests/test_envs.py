@@ -128,7 +128,7 @@ def test_a_plugin_environment_runs_with_its_trajectory_in_the_results(project, s
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_errors"] == 1 and summary["errors_by_kind"] == {"two_pass": 1}
     # The environment and its settings are part of the run identity.
-    assert json.loads((out / "run.json").read_text())["environment"] == {"type": "two-pass", "fail_on": "val-03"}
+    assert json.loads((out / "run.json").read_text())["environment"] == {"type": "two-pass", "rounds": 2, "fail_on": "val-03"}
     use_environment(project, {"type": "two-pass", "rounds": 3})
     again = run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project)
     assert again.code == 2 and "different run" in again.err

@@ -14,7 +14,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -248,6 +248,7 @@ class EvalSession:
         ``budgets`` default to the config's; ``stop_when`` is passed to the runner."""
         scorer = self.scorer(plan.suite)
         environment = self.environment(plan.suite)
+        plan = replace(plan, environment=environment.identity())  # run.json records what ran (a CLI's version)
         self.check(plan.suite, plan, budgets)
         self._evaluated += 1
         run = RunDir(out)

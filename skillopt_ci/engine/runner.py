@@ -53,6 +53,7 @@ class EvalPlan:
     shard: str | None = None
     sample_offset: int = 0  # repeat r is model sample ``sample_offset + r`` (fresh samples per epoch)
     split_task_ids: tuple[str, ...] = ()  # every task of the split, not only this shard's (for merge)
+    environment: dict[str, Any] | None = None  # the environment's identity (settings, an agent CLI's version)
 
     def manifest(self, model: dict[str, Any]) -> dict[str, Any]:
         """What run.json records. A shard also records every task of its split, so ``merge`` can
@@ -68,7 +69,7 @@ class EvalPlan:
             "shard": self.shard,
             "task_ids": [t.id for t in self.tasks],
         }
-        environment = dict(self.suite.environment)
+        environment = self.environment or dict(self.suite.environment)
         if environment != {"type": "chat"}:  # chat runs keep the identity they had before environments
             data["environment"] = environment
         if self.shard:
