@@ -132,9 +132,9 @@ class AgentEnvironment(BaseEnvironment):
         if found is None:
             raise InputError(
                 f"environment {self.name}: the agent CLI {wanted!r} was not found"
-                + ("" if os.sep in wanted else " on PATH"),
+                + ("" if os.sep in wanted else " on PATH")
+                + f"; install it with `skillopt-ci install-agents` or {self.cli.install_command}",
                 where=self.where,
-                hint=f"install it: {self.cli.install_command}, or run skillopt-ci install-agents",
             )
         return os.path.realpath(found)
 
