@@ -27,6 +27,7 @@ from skillopt_ci.sandbox import (
     clean_environment,
     isolation,
     process,
+    run_in,
 )
 
 
@@ -289,6 +290,17 @@ def test_an_api_key_in_our_environment_is_not_visible_to_the_command(ws, monkeyp
     assert f"HOME={ws.path}\n" in result.stdout
     assert f"TMPDIR={ws.path}/.tmp\n" in result.stdout
     assert f"PATH={os.environ['PATH']}\n" in result.stdout
+
+
+def test_run_in_runs_a_command_in_an_existing_folder_like_a_workspace(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
+    (tmp_path / "answer.txt").write_text("42\n")
+    script = "cat answer.txt; pwd; env; sleep 30"
+    result = asyncio.run(run_in(tmp_path, ["sh", "-c", script], limits=SandboxLimits(wall_s=1)))
+    assert result.timed_out and result.stdout.startswith(f"42\n{tmp_path.resolve()}\n")
+    assert "do-not-leak" not in result.stdout and f"HOME={tmp_path}\n" in result.stdout
+    with pytest.raises(SandboxError, match="does not exist"):
+        asyncio.run(run_in(tmp_path / "gone", ["true"]))
 
 
 def test_clean_environment_drops_credential_names(monkeypatch, tmp_path):
