@@ -63,14 +63,14 @@ def codex_project(root: Path, base_url: str, binary: Path) -> Path:
     config = {
         "version": 1,
         "models": {
-            "target": {"provider": "openai", "api": "responses", "model": "gpt-test", "base_url": base_url,
+            "target": {"provider": "openai", "api": "responses", "model": "gpt-5.5", "base_url": base_url,
                        "max_retries": 0},
             "optimizer": {"provider": "openai-compatible", "model": "sim-optimizer-1", "base_url": base_url},
         },
         "skills": [{"path": SKILL, "suite": "eval_suites/greeter"}],
         "concurrency": 2,
         "cache": {"mode": "read-write", "path": ".skillopt/cache.sqlite"},
-        "pricing": {"gpt-test": {"input": 1.0, "output": 2.0}},
+        "pricing": {"gpt-5.5": {"input": 1.0, "output": 2.0}},
         "train": {"epochs": 1, "batch_size": 3},
     }
     (root / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -88,26 +88,25 @@ def test_codex_evaluates_a_skill_it_reads_through_its_own_tool(tmp_path, codex_s
     res = run_cli("eval", "greeter", "--out", str(out), "--quiet", cwd=root, env={"OPENAI_API_KEY": KEY})
     assert res.code == 0, res.out + res.err
     results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
-    assert len(results) == 3 and all(r.get("error") is None for r in results), results
+    assert len(results) == 6 and all(r.get("error") is None for r in results), results
     # The plain skill states no house style: the verify command fails every answer.
     assert all(r["score"] == 0.0 for r in results)
     assert "not in the house style" in results[0]["feedback"]
     steps = results[0]["trajectory"]
     calls = [s for s in steps if s["kind"] == "tool_call"]
-    assert [c["name"] for c in calls] == ["exec_command"] * 3
+    # gpt-5.5 is a model Codex knows to offer apply_patch: the file is written with it.
+    assert [c["name"] for c in calls] == ["exec_command", "exec_command", "apply_patch"]
     assert ".agents/skills/greeter/SKILL.md" in calls[0]["arguments"]
     outputs = [s["text"] for s in steps if s["kind"] == "tool_result"]
     assert "Write the greeting the task asks for" in outputs[0]
     assert results[0]["output"] == "Done: the answer is in answer.txt."
     assert results[0]["files"] == ["answer.txt"]
     assert (out / "files" / results[0]["task_id"] / "0" / "answer.txt").read_text().strip() in (
-        "hello team", "good evening", "nice work")
+        "hello team", "good evening", "nice work", "welcome back", "well done", "see you soon")
     # The skill reached the model only as a name in the skills list, then through the agent's cat.
     first = codex_server.calls[0].request
     assert "greeter: How to write greeting answers" in first.system + json.dumps(first.messages)
     assert "Write the greeting the task asks for" not in first.system + json.dumps(first.messages)
-    run = json.loads((out / "run.json").read_text())
-    assert "codex-cli 0.171.0" in json.dumps(run)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_errors"] == 0
     report = tmp_path / "report.html"
