@@ -23,6 +23,7 @@ from skillopt_ci.core.records import Usage
 from skillopt_ci.core.redact import SECRETS
 from skillopt_ci.core.skill import load_skill
 from skillopt_ci.core.task import Task
+from skillopt_ci.envs.agent_cli import skill_document
 from skillopt_ci.envs.base import RolloutRequest
 from skillopt_ci.envs.codex import KEY_VARIABLE, config_toml, parse_events
 from skillopt_ci.envs.registry import build_environment
@@ -265,10 +266,19 @@ def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp
         result.close()
 
 
-def test_more_turns_than_max_turns_is_an_errored_rollout(tmp_path):
-    _, result, _, _ = rollout(tmp_path, {"max_turns": 2}, RECORDING)
+def test_a_cli_past_max_turns_is_killed_at_the_turn_that_exceeds_it(tmp_path):
+    body = """\
+        for n in range(1000):
+            item = {"id": f"item_{n}", "type": "command_execution", "command": "true", "aggregated_output": "",
+                    "exit_code": 0, "status": "completed"}
+            print(json.dumps({"type": "item.completed", "item": item}), flush=True)
+            time.sleep(0.05)
+    """
+    _, result, _, _ = rollout(tmp_path, {"max_turns": 3, "time_limit_s": 100}, body)
     try:
-        assert result.error["kind"] == "max_turns" and "4 turns" in result.error["message"]
+        assert result.error["kind"] == "max_turns" and "max_turns = 3" in result.error["message"]
+        results = [s for s in result.steps if s.kind == "tool_result"]
+        assert 4 <= len(results) < 1000  # stopped as the fourth arrived, not at the time limit
     finally:
         result.close()
 
@@ -286,3 +296,15 @@ def agent_bin(name: str) -> str:
     if found is None:
         pytest.skip(f"{name} is not installed: run ./test.sh or skillopt-ci install-agents")
     return found
+
+
+def test_a_skill_without_front_matter_gets_a_name_and_description_to_be_listed_by():
+    from skillopt_ci.core.skill import parse_skill
+
+    plain = parse_skill("# Greeting\n\nAlways greet politely.\n", path="skills/greeter.md")
+    document = skill_document(plain)
+    assert document.startswith('---\nname: "greeter"\ndescription: "Greeting"\n---\n# Greeting')
+    partial = parse_skill("---\nname: greeter\n---\nAlways greet politely.\n", path="x/SKILL.md")
+    assert skill_document(partial) == '---\ndescription: "Always greet politely."\nname: greeter\n---\nAlways greet politely.\n'
+    full = parse_skill("---\nname: g\ndescription: d\n---\nbody\n", path="x/SKILL.md")
+    assert skill_document(full) == full.text
