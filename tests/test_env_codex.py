@@ -182,8 +182,9 @@ def test_a_rollout_installs_the_skill_and_gives_the_cli_only_what_it_needs(tmp_p
 
 
 def test_verify_runs_in_the_final_workspace(tmp_path):
-    _, result, _, _ = rollout(tmp_path, {"verify": "grep -q hello answer.txt && echo verified"}, RECORDING)
+    _, result, _, seen_file = rollout(tmp_path, {"verify": "grep -q hello answer.txt && echo verified"}, RECORDING)
     try:
+        assert "AGENTS.md" not in json.loads(seen_file.read_text())["files"]  # instructions_file is off
         assert [s.name for s in result.steps[-2:]] == ["verify", "verify"]
         assert "verified" in result.steps[-1].text and not result.steps[-1].is_error
     finally:

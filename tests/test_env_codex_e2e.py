@@ -14,7 +14,7 @@ import yaml
 
 from agent_fixtures import agent_bin
 from conftest import run_cli
-from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing import Fault, ScriptedModelServer
 from skillopt_ci.testing.agents import AgentScript
 from skillopt_ci.testing.optimizer_sim import OptimizerSim
 
@@ -150,3 +150,22 @@ def test_a_gate_between_two_skill_versions_and_a_training_epoch_on_codex(tmp_pat
     assert (train / "best_skill.md").exists() or list(train.rglob("best_skill.md"))
     assert files_holding(train, KEY) == []
     assert os.environ.get("OPENAI_API_KEY") != KEY
+
+
+def test_a_server_error_mid_rollout_is_an_errored_result_with_the_steps_so_far(tmp_path, codex_server):
+    root = codex_project(tmp_path / "p", codex_server.openai_base_url, agent_bin("codex"))
+    val = root / "eval_suites/greeter/val.jsonl"
+    val.write_text(val.read_text().splitlines()[0] + "\n")
+
+    def second_call_fails(request):
+        return Fault.server_error() if codex_server.call_count == 1 else None
+
+    codex_server.fault_plan = second_call_fails
+    out = tmp_path / "run"
+    res = run_cli("eval", "greeter", "--out", str(out), "--quiet", cwd=root, env={"OPENAI_API_KEY": KEY})
+    assert res.code in (0, 3), res.out + res.err
+    result = json.loads((out / "results.jsonl").read_text())
+    assert result["error"]["kind"] == "agent_failed", result["error"]
+    kinds = [s["kind"] for s in result["trajectory"]]
+    assert kinds[:2] == ["tool_call", "tool_result"] and kinds[-1] == "error"  # the skill read, then the failure
+    assert not (root / ".agents").exists() and files_holding(out, KEY) == []
