@@ -332,6 +332,24 @@ def test_the_time_limit_kills_the_command_and_its_children(ws, network):
     assert running_in(ws.path) == []
 
 
+def test_a_watch_on_stdout_stops_the_command_and_its_children(ws):
+    from skillopt_ci.sandbox.isolation import clean_environment
+    from skillopt_ci.sandbox.process import run_process
+
+    seen = []
+
+    def watch(chunk: bytes) -> bool:
+        seen.append(chunk)
+        return b"line 3" in b"".join(seen)
+
+    script = "sleep 300 & echo $! > pid.txt; for i in $(seq 1 1000); do echo line $i; sleep 0.05; done"
+    result = asyncio.run(run_process(["sh", "-c", script], cwd=ws.path, env=clean_environment(ws.path),
+                                     limits=SandboxLimits(wall_s=100), watch=watch))
+    assert not result.timed_out and result.exit_code is not None and result.exit_code < 0
+    assert "line 3" in result.stdout and "line 999" not in result.stdout
+    assert running_in(ws.path) == []
+
+
 def test_background_children_do_not_outlive_a_command_that_ended(ws):
     result = run(ws, ["sh", "-c", "sleep 300 & echo $! > pid.txt; echo started"])
     assert (result.exit_code, result.stdout) == (0, "started\n")
