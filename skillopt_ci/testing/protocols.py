@@ -28,10 +28,12 @@ from skillopt_ci.testing.wire_openai import (
     parse_chat,
     parse_responses,
 )
+from skillopt_ci.testing.wire_stream import stream_frames
 
 __all__ = ["Fault", "RequestError", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall", "flatten_content"]
 
 PROTOCOLS = ("openai", "azure", "anthropic", "responses")
+STREAMING = ("anthropic", "responses")  # protocols whose ``stream: true`` is answered with SSE
 
 _AZURE_PATH = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
 _AZURE_RESPONSES_PATH = re.compile(r"^/openai/(?:deployments/([^/]+)/)?responses$")
@@ -73,9 +75,14 @@ class ScriptedRequest:
     assistant turns (``arguments`` as JSON text); ``"images": [{"media_type", "sha256",
     "bytes"}]`` (``bytes`` is the decoded image). Tool results are their own messages ``{"role":
     "tool", "tool_call_id", "content", "is_error"}`` (``is_error`` is Anthropic's flag, always
-    False on the OpenAI routes, which have none); Responses ``function_call`` items join the
-    assistant turn before them. ``tools`` lists the function tools offered as ``{"name",
-    "description", "parameters"}``. ``params`` holds every other body field (temperature,
+    False on the OpenAI routes, which have none); Responses ``function_call`` and
+    ``custom_tool_call`` items join the assistant turn before them (a custom call's entry has
+    ``"kind": "custom"`` and its raw ``input`` as ``arguments``), and ``function_call_output`` /
+    ``custom_tool_call_output`` items become tool messages. ``tools`` lists the function tools
+    offered as ``{"name", "description", "parameters"}``, then Responses ``custom`` tools (Codex's
+    ``apply_patch``) with ``"kind": "custom"`` and their ``format``; other tool types (web
+    search, namespaces) are left out. ``stream: true`` (Responses and Anthropic only) stays in
+    ``params``; the reply then goes out as Server-Sent Events. ``params`` holds every other body field (temperature,
     max_tokens, seed, top_p, ...). ``model`` is the Azure deployment on Azure deployment routes.
     ``headers`` has lower-cased names. ``call_index`` is the 0-based arrival order since the
     server started or was reset. ``body`` is the parsed JSON as sent.
@@ -170,8 +177,9 @@ def parse_request(
     """Build a request (``call_index`` -1) from a parsed body, or raise :class:`RequestError`."""
     if not isinstance(body, dict):
         raise RequestError(400, "The request body must be a JSON object.")
-    if body.get("stream"):
-        raise RequestError(400, "ScriptedModelServer does not support stream=true.")
+    if body.get("stream") and protocol not in STREAMING:
+        raise RequestError(400, "ScriptedModelServer supports stream=true only on the Responses API "
+                                "and Anthropic Messages.")
     model = deployment if deployment is not None else body.get("model")
     if not isinstance(model, str) or not model:
         raise RequestError(400, "'model' is required.")
@@ -257,12 +265,23 @@ class Fault:
 @dataclass(frozen=True)
 class WireResponse:
     """What to send: ``body`` None means close the connection without answering; ``delay`` is
-    the wait (seconds) before sending."""
+    the wait (seconds) before sending. ``frames`` (with ``body`` b"") makes it a Server-Sent
+    Events stream sent as HTTP chunks; ``cut`` > 0 closes the connection after that many frames,
+    without ending the stream (a connection dropped mid-stream)."""
 
     status: int
     body: bytes | None
     headers: dict[str, str]
     delay: float = 0.0
+    frames: tuple[bytes, ...] | None = None
+    cut: int = 0
+
+
+def stream_response(protocol: str, payload: dict[str, Any], delay: float = 0.0, cut: int = 0) -> WireResponse:
+    """A 200 SSE stream that delivers ``payload`` (a finished Responses or Messages body)."""
+    name, value = request_id_header(protocol)
+    frames = tuple(stream_frames(protocol, payload))
+    return WireResponse(200, b"", {name: value}, delay, frames, cut)
 
 
 def json_response(

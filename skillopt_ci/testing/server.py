@@ -36,6 +36,7 @@ from skillopt_ci.testing.protocols import (
     json_response,
     parse_request,
     route,
+    stream_response,
 )
 
 __all__ = ["Fault", "RecordedCall", "ScriptedModelServer", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall"]
@@ -84,8 +85,33 @@ class _Handler(LoopbackHandler):
         if response.body is None:
             self.close_connection = True
             return
+        if response.frames is not None:
+            self._send_stream(response)
+            return
         headers = {**response.headers, "Content-Type": "application/json"}
         self.send_bytes(response.status, headers, response.body)
+
+    def _send_stream(self, response: WireResponse) -> None:
+        """Server-Sent Events as HTTP/1.1 chunks, one per event; ``cut`` stops after that many
+        frames and closes the connection without the final chunk."""
+        frames = response.frames or ()
+        try:
+            self.send_response(response.status)
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for frame in frames[: response.cut] if response.cut else frames:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+            if response.cut:
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
 
 
 class ScriptedModelServer(LoopbackService):
@@ -180,6 +206,10 @@ class ScriptedModelServer(LoopbackService):
         try:
             if fault is None and plan is not None:
                 fault = plan(request)
+            if fault is not None and fault.kind == "drop" and request.params.get("stream"):
+                response = _dropped_stream(request)
+                self._record(RecordedCall(request, 200, fault.kind, None))
+                return response
             if fault is not None and fault.kind != "slow":
                 response = fault_response(protocol, fault)
                 self._record(RecordedCall(request, response.status, fault.kind, None))
@@ -192,11 +222,18 @@ class ScriptedModelServer(LoopbackService):
             return error_response(protocol, 500, message)
         delay = fault.delay if fault else (self.latency if reply.latency is None else reply.latency)
         self._record(RecordedCall(request, 200, fault.kind if fault else None, reply.text))
+        if request.params.get("stream"):
+            return stream_response(protocol, format_reply(request, reply), delay)
         return json_response(protocol, 200, format_reply(request, reply), delay)
 
     def _record(self, call: RecordedCall) -> None:
         with self._lock:
             self._calls.append(call)
+
+
+def _dropped_stream(request: ScriptedRequest) -> WireResponse:
+    """A stream that starts (status 200, the first event) and then loses its connection."""
+    return stream_response(request.protocol, format_reply(request, ScriptedReply("")), cut=1)
 
 
 def _as_reply(value: object) -> ScriptedReply:

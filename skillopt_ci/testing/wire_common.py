@@ -28,11 +28,14 @@ class RequestError(Exception):
 class ScriptedToolCall:
     """One tool call in a scripted reply. ``arguments`` is an object or JSON text (sent as is, so
     a test can script invalid JSON on the OpenAI routes). ``id`` defaults to one derived from the
-    request, so the same request always gets the same ids."""
+    request, so the same request always gets the same ids. ``kind`` "custom" makes it a Responses
+    ``custom_tool_call`` (a freeform tool such as Codex's ``apply_patch``): ``arguments`` is then
+    the raw input string, sent as is."""
 
     name: str
     arguments: dict[str, Any] | str = field(default_factory=dict)
     id: str | None = None
+    kind: str = "function"
 
     def arguments_json(self) -> str:
         if isinstance(self.arguments, str):

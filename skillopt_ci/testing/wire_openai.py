@@ -80,21 +80,32 @@ def parse_responses(body: dict[str, Any]) -> Parsed:
         kind = item.get("type", "message")
         if kind == "message":
             _responses_message(item, f"input[{i}]", system, messages)
-        elif kind == "function_call":
-            call = {"id": item.get("call_id"), "name": item.get("name"), "arguments": item.get("arguments", "")}
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant":
-                last.setdefault("tool_calls", []).append(call)
-            else:
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        elif kind == "function_call_output":
+        elif kind in ("function_call", "custom_tool_call"):
+            _responses_call(item, messages)
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"),
                              "content": flatten_content(item.get("output")), "is_error": False})
         elif kind != "reasoning":
             raise RequestError(400, f"input[{i}]: ScriptedModelServer does not support items of type {kind!r}.")
     tools = [_tool(t, "tools") for t in body.get("tools") or () if t.get("type") == "function"]
+    tools += [dict(_tool(t, "tools"), kind="custom", format=t.get("format"))
+              for t in body.get("tools") or () if t.get("type") == "custom"]
     params = {k: v for k, v in body.items() if k not in ("model", "input", "instructions", "tools")}
     return "\n\n".join(system), messages, tools, params
+
+
+def _responses_call(item: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+    """A function or custom tool call joins the assistant turn before it (or opens one)."""
+    call: dict[str, Any] = {"id": item.get("call_id"), "name": item.get("name")}
+    if item["type"] == "custom_tool_call":
+        call.update(arguments=item.get("input", ""), kind="custom")
+    else:
+        call["arguments"] = item.get("arguments", "")
+    last = messages[-1] if messages else None
+    if last is not None and last["role"] == "assistant":
+        last.setdefault("tool_calls", []).append(call)
+    else:
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
 
 
 def _responses_message(item: dict[str, Any], where: str, system: list[str], messages: list[dict[str, Any]]) -> None:
@@ -147,11 +158,14 @@ def format_responses(request: Any, reply: Any, input_tokens: int, output_tokens:
         output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:24]}", "status": "completed",
                        "role": "assistant",
                        "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
-    output.extend(
-        {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}", "call_id": c.call_id(request.body, i, "call_"),
-         "name": c.name, "arguments": c.arguments_json(), "status": "completed"}
-        for i, c in enumerate(reply.tool_calls)
-    )
+    for i, c in enumerate(reply.tool_calls):
+        call_id = c.call_id(request.body, i, "call_")
+        if c.kind == "custom":
+            output.append({"type": "custom_tool_call", "id": f"ctc_{uuid.uuid4().hex[:24]}", "call_id": call_id,
+                           "name": c.name, "input": c.arguments_json(), "status": "completed"})
+        else:
+            output.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}", "call_id": call_id,
+                           "name": c.name, "arguments": c.arguments_json(), "status": "completed"})
     reason = _INCOMPLETE.get(reply.openai_finish)
     response: dict[str, Any] = {
         "id": f"resp_{uuid.uuid4().hex[:24]}",
