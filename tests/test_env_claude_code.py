@@ -5,11 +5,17 @@ home, the variables, the command line), failure handling with fake binaries, and
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+from conftest import run_cli
 from skillopt_ci.envs.claude_stream import parse_stream
+from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing.agents import AgentScript
 
 STREAMS = Path(__file__).parent / "data/claude-stream"
 
@@ -72,3 +78,81 @@ def test_a_stream_cut_short_or_holding_noise_is_a_failure_not_a_crash():
     assert parsed.failed == "the CLI stopped without its final result event"
     assert [s.name for s in parsed.steps if s.kind == "tool_call"] == ["Skill"]
     assert parse_stream("").failed
+
+
+# -- the real CLI against the scripted model server --------------------------------------------
+
+SUITE_DATA = Path(__file__).parent / "data/claude-suite"
+FAKE_KEY = "sk-ant-test-claude-code-key-4c1f9e"
+
+
+def claude_bin() -> str:
+    """The claude binary from PATH or ``$SKILLOPT_AGENT_CLIS/node_modules/.bin``; skip when absent."""
+    try:
+        from agent_fixtures import agent_bin
+    except ImportError:
+        agent_bin = None
+    if agent_bin is not None:
+        return agent_bin("claude")
+    folder = os.environ.get("SKILLOPT_AGENT_CLIS")
+    found = shutil.which("claude", path=str(Path(folder) / "node_modules/.bin")) if folder else None
+    found = found or shutil.which("claude")
+    if not found:
+        pytest.skip("the claude CLI is not installed: run ./test.sh or skillopt-ci install-agents")
+    return found
+
+
+def claude_project(root: Path, server, binary: str, **environment) -> Path:
+    shutil.copytree(SUITE_DATA, root)
+    suite = root / "eval_suites/shout/suite.yaml"
+    data = yaml.safe_load(suite.read_text())
+    data["environment"].update(binary=binary, **environment)
+    suite.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = {
+        "version": 1,
+        "models": {"target": {"provider": "anthropic", "model": "sim-claude", "base_url": server.anthropic_base_url,
+                              "max_retries": 0},
+                   "optimizer": {"provider": "openai-compatible", "model": "sim-optimizer-1",
+                                 "base_url": server.openai_base_url}},
+        "skills": [{"path": "skills/shout/SKILL.md", "suite": "eval_suites/shout"}],
+        "concurrency": 2,
+        "cache": {"mode": "read-write", "path": ".skillopt/cache.sqlite"},
+    }
+    (root / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return root
+
+
+def all_text_under(*folders: Path) -> str:
+    parts = []
+    for folder in folders:
+        for path in folder.rglob("*"):
+            if path.is_file():
+                parts.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(parts)
+
+
+def test_claude_p_discovers_reads_runs_and_writes_and_the_workspace_is_scored(tmp_path):
+    binary = claude_bin()
+    with ScriptedModelServer(AgentScript(command="ls -a")) as server:
+        project = claude_project(tmp_path / "p", server, binary)
+        out = tmp_path / "run"
+        res = run_cli("eval", "shout", "--out", str(out), "--quiet", cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+        assert res.code == 0, res.err
+        requests = [c.request for c in server.calls]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean"] == 1.0 and summary["n_errors"] == 0
+    assert all(r.protocol == "anthropic" and r.model == "sim-claude" for r in requests)
+    results = {r["task_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    steps = results["v1"]["trajectory"]
+    assert steps[0]["kind"] == "observation" and "shout" in steps[0]["text"]
+    assert [s["name"] for s in steps if s["kind"] == "tool_call"] == ["Skill", "Bash", "Write"]
+    body = next(s for s in steps if s["kind"] == "observation" and "Base directory" in s.get("text", ""))
+    assert "Write the answer in upper case." in body["text"]
+    listing = next(s for s in steps if s["kind"] == "tool_result" and s["name"] == "Bash")
+    assert ".claude" in listing["text"] and not listing.get("is_error")
+    assert results["v1"]["files"] == ["answer.txt"]
+    assert (out / "files/v1/0/answer.txt").read_text().strip() == "GOOD MORNING!"
+    # The key went to the server and nowhere else: not the workspace files kept, not the run, not a report.
+    html = tmp_path / "report.html"
+    assert run_cli("report", str(out), "--html", str(html), cwd=project).code == 0
+    assert FAKE_KEY not in all_text_under(out, project, tmp_path)
