@@ -166,3 +166,63 @@ def test_a_built_in_environment_that_cannot_import_is_a_runtime_failure_not_a_tr
     res = run_cli("eval", "ticket-triage", "--quiet", cwd=project)
     assert res.code == 3 and "Traceback" not in res.err
     assert "built-in environment 'tools' could not be imported" in res.err and "reinstall" in res.err
+
+
+COUNTING = '''
+"""A plug-in environment that does its own "model" work (like an agent CLI) and counts its runs."""
+import os
+from pathlib import Path
+
+from skillopt_ci.core.trajectory import Rollout, Step
+from skillopt_ci.envs.base import BaseEnvironment
+
+
+class Counting(BaseEnvironment):
+    name = "counting"
+    caches_rollouts = True
+
+    async def run(self, request, models):
+        with open(os.environ["COUNTING_LOG"], "a") as log:
+            log.write(request.task.id + "\\n")
+        if request.keep_dir is not None:
+            request.keep_dir.mkdir(parents=True, exist_ok=True)
+            (request.keep_dir / "note.txt").write_text(f"{request.task.id} by {request.skill.hash[:8]}")
+        answer = "account/P3" if "account" in request.skill.body else "question/P3"
+        return Rollout(output=answer, steps=(Step("model", text=answer),), files=("note.txt",))
+'''
+
+
+@pytest.fixture
+def counting(tmp_path, monkeypatch):
+    site = tmp_path / "site2"
+    (site / "counting_plugin-0.1.dist-info").mkdir(parents=True)
+    (site / "counting_plugin.py").write_text(COUNTING)
+    (site / "counting_plugin-0.1.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: counting-plugin\nVersion: 0.1\n")
+    (site / "counting_plugin-0.1.dist-info/entry_points.txt").write_text(
+        "[skillopt_ci.environments]\ncounting = counting_plugin:Counting\n")
+    monkeypatch.syspath_prepend(str(site))
+    log = tmp_path / "runs.log"
+    monkeypatch.setenv("COUNTING_LOG", str(log))
+    return log
+
+
+def test_rollouts_of_an_environment_that_bypasses_the_response_cache_are_cached_whole(project, counting, tmp_path):
+    use_environment(project, "counting")
+    first = run_cli("eval", "ticket-triage", "--out", str(tmp_path / "a"), "--quiet", cwd=project)
+    assert first.code == 0, first.err
+    assert len(counting.read_text().splitlines()) == 12
+    again = run_cli("eval", "ticket-triage", "--out", str(tmp_path / "b"), "--quiet", cwd=project)
+    assert again.code == 0, again.err
+    assert len(counting.read_text().splitlines()) == 12  # nothing ran again
+    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
+    assert b["mean"] == a["mean"] and b["cache_hits"] == 12 and a["cache_hits"] == 0
+    # The files the rollout kept come back with the cached result.
+    assert (tmp_path / "b/files/val-01/0/note.txt").read_text() == (tmp_path / "a/files/val-01/0/note.txt").read_text()
+    # Another skill is another rollout; replay-only refuses to run one the cache lacks.
+    skill = project / "skills/ticket-triage/SKILL.md"
+    skill.write_text(skill.read_text() + "\n- Billing questions are account questions.\n")
+    replay = run_cli("eval", "ticket-triage", "--out", str(tmp_path / "c"), "--cache", "replay-only", "--quiet",
+                     cwd=project)
+    assert replay.code == 3 and "rollout cache miss in replay-only mode" in replay.err
+    changed = run_cli("eval", "ticket-triage", "--out", str(tmp_path / "d"), "--quiet", cwd=project)
+    assert changed.code == 0 and len(counting.read_text().splitlines()) == 24

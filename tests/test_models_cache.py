@@ -54,7 +54,8 @@ def test_an_old_cache_file_still_answers_after_the_migration(tmp_path):
     pool = make_pool(tmp_path, {"provider": "openai", "model": "gpt-4o-mini", "params": PARAMS}, env, mode="read-write")
     (done,) = run_calls(pool, {"messages": PLAIN, "sample_index": 3})
     assert (done.text, done.usage, done.cached, done.tool_calls) == ("cached answer", Usage(5, 2), True, ())
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    # migrated to the newest schema (2: tool calls, 3: whole rollouts)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
 
 
 # The bodies the release before tools sent for PLAIN (recorded by the scripted server).

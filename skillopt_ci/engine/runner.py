@@ -30,6 +30,7 @@ from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.engine.progress import Progress
+from skillopt_ci.engine.rollout_cache import cached_rollout, rollout_key, store_rollout
 from skillopt_ci.engine.rundir import RunDir
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest
 from skillopt_ci.envs.chat import ChatEnvironment
@@ -104,18 +105,27 @@ def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float) -> str | None
 async def rollout(plan: EvalPlan, task: Task, repeat: int, prompt: str, pool: ModelPool, scorer: Scorer,
                   environment: BaseEnvironment, run_path: Path | None = None) -> TaskResult:
     """Run one task once in ``environment`` and score it. A rollout that did not finish and a
-    scoring failure become errored results (its steps kept); the workspace is always released."""
+    scoring failure become errored results (its steps kept); the workspace is always released.
+    An environment that caches rollouts is not run again for a rollout the cache holds."""
     request = RolloutRequest(
         skill=plan.skill, task=task, prompt=prompt, suite_dir=plan.suite.path,
         sample_index=plan.sample_offset + repeat, skill_dir=getattr(plan.skill, "folder", None),
         keep_dir=run_path / "files" / slug(task.id) / str(repeat) if run_path else None,
         image_dir=run_path / "images" if run_path else None,
     )
+    key = None
+    if environment.caches_rollouts:  # an agent CLI's calls bypass the response cache: cache the whole rollout
+        key = rollout_key(plan.skill, plan.suite, task, request.sample_index, environment, pool)
+    if key is not None and (hit := cached_rollout(pool, key, request.keep_dir)) is not None:
+        return hit
     done = await environment.run(request, pool)
     try:
-        return await _scored(done, task, repeat, prompt, pool, scorer)
+        result = await _scored(done, task, repeat, prompt, pool, scorer)
     finally:
         done.close()
+    if key is not None:
+        store_rollout(pool, key, result, request.keep_dir)
+    return result
 
 
 async def _scored(done: Rollout, task: Task, repeat: int, prompt: str, pool: ModelPool, scorer: Scorer) -> TaskResult:

@@ -75,6 +75,11 @@ class BaseEnvironment:
     def identity(self) -> dict[str, Any]:
         return {"type": self.name, **options_to_dict(self.options)}
 
+    #: Whether the engine caches whole scored rollouts of this environment (keyed by skill, task,
+    #: suite, environment identity, model and sample). For environments whose model calls bypass
+    #: the response cache (agent CLIs call the model themselves), so an unchanged re-run is free.
+    caches_rollouts: ClassVar[bool] = False
+
     @property
     def max_calls(self) -> int:
         """The most model calls one rollout makes (its ``max_turns`` or ``max_steps`` option),

@@ -13,6 +13,7 @@ processes recording the same key both succeed. Schema changes go through numbere
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import sqlite3
@@ -23,6 +24,7 @@ from typing import Any
 
 from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.redact import redact_obj
 from skillopt_ci.inputs.writable import check_file
 from skillopt_ci.models.base import Completion, Message, ToolCall, ToolSpec, Usage
 
@@ -42,6 +44,16 @@ _MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: the tool calls of a reply, as a JSON list of {"id", "name", "arguments"}; NULL for none
     "ALTER TABLE responses ADD COLUMN tool_calls TEXT",
+    # 3: whole scored rollouts of environments whose model calls this cache cannot see (agent
+    # CLIs call the model themselves): the result line and the files it kept (path -> base64)
+    """
+    CREATE TABLE rollouts (
+        key TEXT PRIMARY KEY,
+        result TEXT NOT NULL,
+        files TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )
+    """,
 )
 
 
@@ -165,6 +177,25 @@ class ResponseCache:
                 calls,
             ),
         )
+
+    def get_rollout(self, key: str) -> tuple[dict[str, Any], dict[str, bytes]] | None:
+        """A cached rollout: its result (as ``TaskResult.to_dict``) and the files it kept."""
+        if self._db is None or not self.readable:
+            return None
+        row = self._db.execute("SELECT result, files FROM rollouts WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return json.loads(row[0]), {k: base64.b64decode(v) for k, v in json.loads(row[1]).items()}
+
+    def put_rollout(self, key: str, result: dict[str, Any], files: Mapping[str, bytes]) -> None:
+        if self._db is None or not self.writable:
+            return
+        packed = json.dumps({k: base64.b64encode(v).decode("ascii") for k, v in files.items()})
+        # An agent's steps may show its own environment: the cache is a sink like the run directory.
+        self._db.execute("INSERT OR REPLACE INTO rollouts (key, result, files, created_at) VALUES (?, ?, ?, ?)",
+                         (key, json.dumps(redact_obj(result), ensure_ascii=False), packed, time.time()))
 
     def count(self) -> int:
         if self._db is None:

@@ -1,0 +1,302 @@
+"""The shared base of the agent-CLI environments (``codex``, ``claude-code``): a real agent CLI
+runs headless in a fresh workspace with the skill installed where the agent discovers it.
+
+One rollout: a sandbox workspace holding the task's ``files``; the skill folder (or a folder with
+only ``SKILL.md``) installed at ``install_dir(name)``; optionally the skill body also as
+``instructions_name`` (``AGENTS.md`` / ``CLAUDE.md``) when ``instructions_file`` is set; a fresh
+home/config folder OUTSIDE the workspace (so the CLI's config, logs and key never land among the
+files a scorer sees); then the CLI, started with a clean environment (``sandbox.clean_environment``)
+plus exactly the variables ``prepare_home`` returns, under a wall-clock limit of ``time_limit_s``
+at which it and every process in its group are killed. The steps, the final message and the
+usage come from the CLI's JSON output (``parse``). ``verify``, when set, runs in the final
+workspace after the agent and is recorded as a ``verify`` tool call and result.
+
+Errored rollouts (steps kept, the CLI's stderr tail, redacted, in the message): ``agent_missing``
+(the binary cannot be started), ``time_limit``, ``agent_failed`` (a non-zero exit or a failure
+event), ``max_turns`` (more turns in the event stream than ``max_turns``).
+
+Subclass hooks: ``install_dir(skill_name)``, ``instructions_name``, ``providers`` (which endpoint
+providers the CLI can talk to), ``prepare_home(home, endpoint) -> env vars``,
+``argv(prompt, workspace, endpoint)``, ``parse(stdout) -> Parsed``. The model endpoint is the
+pool's ``endpoint("target")``; the CLI's own usage (and cost, when it reports one) is counted with
+``record_external("target", ...)`` so budgets stop a run. ``identity()`` holds the CLI version
+(``<binary> --version`` at setup), so the run identity and the rollout cache key change with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.records import Usage
+from skillopt_ci.core.redact import redact
+from skillopt_ci.core.task import task_paths
+from skillopt_ci.core.trajectory import Rollout, Step
+from skillopt_ci.envs.agent_clis import AGENT_CLIS
+from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest
+from skillopt_ci.envs.steps_text import render_steps
+from skillopt_ci.models.base import ModelCaller
+from skillopt_ci.sandbox import SandboxError, SandboxLimits, Workspace, clean_environment
+from skillopt_ci.sandbox.isolation import SCRATCH
+from skillopt_ci.sandbox.process import run_process
+from skillopt_ci.sandbox.workspace import remove_tree
+
+STDERR_TAIL = 2_000
+HOME_PREFIX = "skillopt-agent-home-"
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    binary: str = ""  # a path or a name on PATH; "" is the pinned CLI's binary name
+    max_turns: int = 20
+    time_limit_s: float = 300.0
+    instructions_file: bool = False
+    keep_files_bytes: int = 262_144
+    verify: str | None = None
+    verify_timeout_s: float = 60.0
+    memory_mb: int = 65_536  # address space: node and the CLIs' native binaries reserve a lot of it
+    output_bytes: int = 4_000_000  # of the CLI's JSON event stream kept per rollout
+    transcript_chars: int = 20_000
+
+
+@dataclass
+class Parsed:
+    """What the CLI's output says: ``failed`` is the failure event's message (``None``: none)."""
+
+    steps: list[Step] = field(default_factory=list)
+    output: str = ""
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    failed: str | None = None
+    turns: int = 0
+
+
+class AgentEnvironment(BaseEnvironment):
+    """Runs an agent CLI per rollout; see the module docstring."""
+
+    Options: ClassVar[type] = AgentOptions
+    caches_rollouts: ClassVar[bool] = True
+    instructions_name: ClassVar[str] = "AGENTS.md"
+    providers: ClassVar[tuple[str, ...]] = ()
+
+    # -- subclass hooks -------------------------------------------------------------------------
+    def install_dir(self, skill_name: str) -> str:
+        raise NotImplementedError
+
+    def prepare_home(self, home: Path, endpoint: Any) -> dict[str, str]:
+        raise NotImplementedError
+
+    def argv(self, prompt: str, workspace: Path, endpoint: Any) -> list[str]:
+        raise NotImplementedError
+
+    def parse(self, stdout: str) -> Parsed:
+        raise NotImplementedError
+
+    # -- setup ----------------------------------------------------------------------------------
+    @property
+    def cli(self):
+        return AGENT_CLIS[self.name]
+
+    def setup(self) -> None:
+        opts = self.options
+        suite_file = self.suite_dir / "suite.yaml"
+        self.where = str(suite_file if suite_file.exists() else self.suite_dir)
+        for key in ("max_turns", "time_limit_s", "verify_timeout_s", "memory_mb", "output_bytes", "transcript_chars"):
+            if getattr(opts, key) <= 0:
+                raise InputError(f"environment {self.name}: {key} must be positive, got {getattr(opts, key)}",
+                                 where=self.where)
+        if opts.keep_files_bytes < 0:
+            raise InputError(f"environment {self.name}: keep_files_bytes must be 0 or more", where=self.where)
+        self.binary = self.find_binary()
+        self.version = self.read_version()
+        self._identity = {**super().identity(), "cli_version": self.version}
+
+    def find_binary(self) -> str:
+        """The binary's absolute path; ``InputError`` with the install command when it is absent."""
+        wanted = self.options.binary or self.cli.binary
+        if os.sep in wanted:
+            path = Path(wanted).expanduser()
+            if not path.is_absolute():
+                path = self.suite_dir / path
+            found = str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        else:
+            found = shutil.which(wanted)
+        if found is None:
+            raise InputError(
+                f"environment {self.name}: the agent CLI {wanted!r} was not found"
+                + ("" if os.sep in wanted else " on PATH"),
+                where=self.where,
+                hint=f"install it: {self.cli.install_command}, or run skillopt-ci install-agents",
+            )
+        return os.path.realpath(found)
+
+    def read_version(self) -> str:
+        try:
+            done = subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=60,
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise InputError(f"environment {self.name}: {self.binary} --version failed: {exc}", where=self.where,
+                             hint=f"reinstall it: {self.cli.install_command}") from None
+        text = (done.stdout.strip() or done.stderr.strip()).splitlines()
+        if done.returncode != 0 or not text:
+            raise InputError(f"environment {self.name}: {self.binary} --version exited with {done.returncode}",
+                             where=self.where, hint=f"reinstall it: {self.cli.install_command}")
+        return text[0].strip()
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    def endpoint(self, models: ModelCaller) -> Any:
+        """The target model's endpoint; ``InputError`` when the caller or provider cannot serve the CLI."""
+        lookup = getattr(models, "endpoint", None)
+        if lookup is None:
+            raise InputError(f"environment {self.name}: the model caller cannot tell the CLI where the model is",
+                             where=self.where, hint="run it through skillopt-ci (the model pool)")
+        endpoint = lookup("target")
+        if self.providers and endpoint.provider not in self.providers:
+            raise InputError(
+                f"environment {self.name} needs a target model with provider {' or '.join(self.providers)}, "
+                f"got {endpoint.provider!r}", where="models.target.provider")
+        return endpoint
+
+    # -- one rollout ----------------------------------------------------------------------------
+    async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
+        started = time.monotonic()
+        endpoint = self.endpoint(models)
+        workspace = self._workspace(request)
+        home = Path(tempfile.mkdtemp(prefix=HOME_PREFIX))
+
+        def release() -> None:
+            workspace.cleanup()
+            remove_tree(home)
+
+        try:
+            parsed, error, wall = await self._agent(request, workspace, home, endpoint)
+            self._count(parsed, models)
+            if self.options.verify:
+                parsed.steps.extend(await self._verify(workspace, started))
+            written = tuple(workspace.written_files())
+            if request.keep_dir is not None and written:
+                workspace.keep(request.keep_dir, self.options.keep_files_bytes)
+        except BaseException:
+            release()
+            raise
+        if error is not None:
+            parsed.steps.append(Step("error", text=f"{error['kind']}: {error['message']}", is_error=True,
+                                     elapsed_s=time.monotonic() - started))
+            ending = f"[ended: {error['kind']}] {error['message']}"
+        else:
+            ending = f"[final answer] {parsed.output[:4_000]}"
+        return Rollout(
+            output=parsed.output,
+            steps=tuple(parsed.steps),
+            usage=parsed.usage,
+            cost_usd=parsed.cost_usd,
+            latency_s=wall,
+            wall_s=time.monotonic() - started,
+            finish_reason="error" if error else "stop",
+            error=error,
+            transcript=render_steps(parsed.steps, ending, self.options.transcript_chars),
+            workspace=workspace.path,
+            files=written,
+            release=release,
+        )
+
+    def _workspace(self, request: RolloutRequest) -> Workspace:
+        task = request.task
+        files = {}
+        for dest, relative in task_paths(task, "files").items():
+            source = request.suite_dir / relative
+            if not source.exists():
+                raise InputError(f"task {task.id!r}: file {relative!r} not found in the suite directory",
+                                 where=task.source or None)
+            files[dest] = source
+        try:
+            workspace = Workspace.create(files)
+        except SandboxError as exc:
+            raise InputError(f"task {task.id!r}: {exc.message}", where=task.source or None) from None
+        try:
+            self._install(request, workspace)
+        except BaseException as exc:
+            workspace.cleanup()
+            if isinstance(exc, SandboxError):
+                raise InputError(f"skill {request.skill.name!r}: {exc.message}", where=request.skill.path or None) from None
+            raise
+        return workspace
+
+    def _install(self, request: RolloutRequest, workspace: Workspace) -> None:
+        skill = request.skill
+        if self.options.instructions_file:  # before install_skill, whose snapshot then counts it as given
+            workspace.write_text(self.instructions_name, skill.body)
+        folder = getattr(skill, "folder", None) or request.skill_dir
+        if folder is not None:
+            workspace.install_skill(Path(folder), self.install_dir(skill.name), skill.text)
+            return
+        with tempfile.TemporaryDirectory(prefix="skillopt-skill-") as empty:
+            workspace.install_skill(Path(empty), self.install_dir(skill.name), skill.text)
+
+    async def _agent(self, request: RolloutRequest, workspace: Workspace, home: Path,
+                     endpoint: Any) -> tuple[Parsed, dict[str, str] | None, float]:
+        """Run the CLI; returns what it did, the rollout's error (``None``: it finished) and its wall time."""
+        opts = self.options
+        env = clean_environment(workspace.path)
+        env.update(self.prepare_home(home, endpoint))
+        limits = SandboxLimits(wall_s=opts.time_limit_s, cpu_s=opts.time_limit_s * 4, memory_mb=opts.memory_mb,
+                               output_bytes=opts.output_bytes, file_mb=1024, network=True)
+        (workspace.path / SCRATCH).mkdir(exist_ok=True)
+        try:
+            result = await run_process(self.argv(request.prompt, workspace.path, endpoint), cwd=workspace.path,
+                                       env=env, stdin=None, limits=limits)
+        except SandboxError as exc:
+            return Parsed(), {"kind": "agent_missing", "message": redact(exc.message)}, 0.0
+        parsed = self.parse(result.stdout)
+        tail = _tail(result.stderr)
+        error = None
+        if result.timed_out:
+            error = {"kind": "time_limit", "message": f"{self.cli.binary} did not finish within time_limit_s = "
+                                                      f"{opts.time_limit_s:g} s (killed with its children){tail}"}
+        elif parsed.failed is not None:
+            error = {"kind": "agent_failed", "message": redact(parsed.failed) + tail}
+        elif result.exit_code != 0:
+            error = {"kind": "agent_failed", "message": f"{self.cli.binary} {result.status()}{tail}"}
+        elif parsed.turns > opts.max_turns:
+            error = {"kind": "max_turns", "message": f"{parsed.turns} turns, more than max_turns = {opts.max_turns}"}
+        return parsed, error, result.wall_s
+
+    def _count(self, parsed: Parsed, models: ModelCaller) -> None:
+        record = getattr(models, "record_external", None)
+        has_usage = parsed.usage.input_tokens is not None or parsed.usage.output_tokens is not None
+        if record is not None and (has_usage or parsed.cost_usd is not None):
+            parsed.cost_usd = record("target", parsed.usage, parsed.cost_usd)
+
+    async def _verify(self, workspace: Workspace, started: float) -> list[Step]:
+        command = str(self.options.verify)
+        wall = self.options.verify_timeout_s
+        calls = [Step("tool_call", name="verify", arguments=json.dumps({"command": command}),
+                      call_id="verify", elapsed_s=time.monotonic() - started)]
+        try:
+            result = await workspace.run(["sh", "-c", command], limits=SandboxLimits(wall_s=wall, cpu_s=wall))
+        except SandboxError as exc:
+            text, failed = exc.message, True
+        else:
+            text, failed = result.render(8_000), result.exit_code != 0
+        calls.append(Step("tool_result", name="verify", call_id="verify", text=redact(text), is_error=failed,
+                          elapsed_s=time.monotonic() - started))
+        return calls
+
+
+def _tail(stderr: str) -> str:
+    text = stderr.strip()
+    if not text:
+        return ""
+    if len(text) > STDERR_TAIL:
+        text = "…" + text[-STDERR_TAIL:]
+    return "\nstderr (tail):\n" + redact(text)
