@@ -4,10 +4,13 @@ home, the variables, the command line), failure handling with fake binaries, and
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 import yaml
@@ -156,3 +159,161 @@ def test_claude_p_discovers_reads_runs_and_writes_and_the_workspace_is_scored(tm
     html = tmp_path / "report.html"
     assert run_cli("report", str(out), "--html", str(html), cwd=project).code == 0
     assert FAKE_KEY not in all_text_under(out, project, tmp_path)
+
+
+# -- set-up and failures, with fake binaries ---------------------------------------------------
+
+RESULT = {"type": "result", "subtype": "success", "is_error": False, "num_turns": 1, "total_cost_usd": 0.25,
+          "usage": {"input_tokens": 7, "cache_read_input_tokens": 3, "output_tokens": 5}, "permission_denials": []}
+REPORTER = """
+import json, os, sys
+if sys.argv[1:] == ["--version"]:
+    print("9.8.7 (Claude Code)")
+    sys.exit(0)
+names = ("HOME", "TMPDIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "IS_SANDBOX", "OPENAI_API_KEY",
+         "DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
+         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "CLAUDE_CODE_MAX_RETRIES")
+seen = {"argv": sys.argv[1:], "cwd": os.getcwd(), "env": {n: os.environ.get(n) for n in names}}
+print(json.dumps({"type": "system", "subtype": "init", "skills": ["shout"]}))
+print(json.dumps({**RESULT, "result": json.dumps(seen)}))
+"""
+FAILING = """
+import os, sys
+if sys.argv[1:] == ["--version"]:
+    print("9.8.7 (Claude Code)")
+    sys.exit(0)
+print('{"type": "system", "subtype": "init", "skills": ["shout"]}')
+sys.stderr.write("starting\\n" * 50 + "auth failed for key " + os.environ["ANTHROPIC_API_KEY"] + "\\n")
+sys.exit(1)
+"""
+HANGING = """
+import os, subprocess, sys, time
+if sys.argv[1:] == ["--version"]:
+    print("9.8.7 (Claude Code)")
+    sys.exit(0)
+child = subprocess.Popen(["sleep", "300"])
+with open(PID_FILE, "w") as f:
+    f.write(str(child.pid))
+print('{"type": "system", "subtype": "init", "skills": ["shout"]}', flush=True)
+time.sleep(300)
+"""
+
+
+def fake_cli(folder: Path, script: str) -> Path:
+    path = folder / "claude"
+    path.write_text(f"#!{sys.executable}\nRESULT = {RESULT!r}\n{script}")
+    path.chmod(0o755)
+    return path
+
+
+def pool_for(tmp_path: Path, provider: str = "anthropic"):
+    from skillopt_ci.inputs.config import Config, ModelSpec
+    from skillopt_ci.models.cache import ResponseCache
+    from skillopt_ci.models.pool import ModelPool
+
+    key_var = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+    model = ModelSpec.from_dict("target", {"provider": provider, "model": "sim-claude",
+                                           "base_url": "http://127.0.0.1:9/anthropic"})
+    config = Config(root=tmp_path, file="skillopt.yml", models=MappingProxyType({"target": model}))
+    return ModelPool(config, ResponseCache(tmp_path / "cache.sqlite", "off"), env={key_var: FAKE_KEY})
+
+
+def rollout(tmp_path: Path, binary: Path, provider: str = "anthropic", **options):
+    from skillopt_ci.core.skill import load_skill
+    from skillopt_ci.core.task import Task
+    from skillopt_ci.envs.base import RolloutRequest
+    from skillopt_ci.envs.registry import build_environment
+
+    suite = SUITE_DATA / "eval_suites/shout"
+    env = build_environment({"type": "claude-code", "binary": str(binary), **options}, suite)
+    skill = load_skill(SUITE_DATA / "skills/shout/SKILL.md")
+    request = RolloutRequest(skill=skill, task=Task("v1", "hi", "HI!"), prompt="-x: write answer.txt", suite_dir=suite)
+    pool = pool_for(tmp_path, provider)
+    return env, pool, asyncio.run(env.run(request, pool))
+
+
+def test_the_cli_gets_the_target_endpoint_quiet_switches_a_fresh_home_and_the_suites_settings(tmp_path):
+    env, pool, done = rollout(tmp_path, fake_cli(tmp_path, REPORTER), max_turns=4, instructions_file=True)
+    try:
+        assert done.error is None, done.error
+        seen = json.loads(done.output)
+        assert seen["argv"][:3] == ["-p", "--output-format", "stream-json"]
+        argv = " ".join(seen["argv"])
+        assert "--max-turns 4" in argv and "--model sim-claude" in argv and "--permission-mode acceptEdits" in argv
+        assert "--allowedTools=Bash,Read,Write,Edit,Glob,Grep,Skill" in argv
+        assert seen["argv"][-2:] == ["--", "-x: write answer.txt"]  # a prompt starting with "-" stays the prompt
+        variables = seen["env"]
+        assert variables["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/anthropic"
+        assert variables["ANTHROPIC_API_KEY"] == FAKE_KEY and variables["OPENAI_API_KEY"] is None
+        assert variables["CLAUDE_CODE_MAX_RETRIES"] == "0" and variables["IS_SANDBOX"] is None
+        assert all(variables[n] == "1" for n in ("DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
+                                                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"))
+        home, workspace = Path(variables["HOME"]), Path(seen["cwd"])
+        assert workspace == done.workspace and workspace not in home.parents and home != workspace
+        assert Path(variables["TMPDIR"]).parent == home
+        assert (workspace / ".claude/skills/shout/SKILL.md").read_text().startswith("---\nname: shout")
+        assert (workspace / ".claude/skills/shout/references/style.md").is_file()  # the whole folder
+        assert "Write the answer in upper case." in (workspace / "CLAUDE.md").read_text()
+        assert env.identity()["cli_version"] == "9.8.7 (Claude Code)"
+        # The CLI's own figures are the rollout's and the ledger's.
+        assert done.cost_usd == pytest.approx(0.25) and (done.usage.input_tokens, done.usage.output_tokens) == (10, 5)
+        assert pool.total_spend().cost_usd == pytest.approx(0.25)
+    finally:
+        done.close()
+    assert not home.exists() and not workspace.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="IS_SANDBOX matters only as root")
+def test_as_root_skipping_permissions_sets_is_sandbox(tmp_path):
+    _, _, done = rollout(tmp_path, fake_cli(tmp_path, REPORTER), permission_mode="bypassPermissions")
+    done.close()
+    assert json.loads(done.output)["env"]["IS_SANDBOX"] == "1"
+
+
+def test_a_non_anthropic_target_is_an_input_error_naming_the_provider(tmp_path):
+    from skillopt_ci.core.errors import InputError
+
+    with pytest.raises(InputError, match="provider anthropic"):
+        rollout(tmp_path, fake_cli(tmp_path, REPORTER), provider="openai")
+
+
+def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp_path):
+    _, _, done = rollout(tmp_path, fake_cli(tmp_path, FAILING))
+    done.close()
+    assert done.error["kind"] == "agent_failed"
+    assert "auth failed for key" in done.error["message"] and FAKE_KEY not in done.error["message"]
+    assert FAKE_KEY not in json.dumps([s.to_dict() for s in done.steps]) + (done.transcript or "")
+    assert done.steps[0].kind == "observation" and done.steps[-1].kind == "error"
+
+
+def test_a_hanging_cli_is_killed_with_its_children_at_the_time_limit(tmp_path):
+    script = f"PID_FILE = {str(tmp_path / 'child.pid')!r}\n{HANGING}"
+    _, _, done = rollout(tmp_path, fake_cli(tmp_path, script), time_limit_s=2)
+    done.close()
+    assert done.error["kind"] == "time_limit"
+    assert [s.kind for s in done.steps][0] == "observation"  # the steps before the limit are kept
+    child = int((tmp_path / "child.pid").read_text())
+    assert not alive(child)
+
+
+def alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie waiting for a parent to collect it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_missing_binary_is_an_input_error_and_validate_exits_2(tmp_path):
+    from skillopt_ci.core.errors import InputError
+    from skillopt_ci.envs.registry import build_environment
+
+    with pytest.raises(InputError, match="not found") as caught:
+        build_environment({"type": "claude-code", "binary": "claude-not-installed"}, SUITE_DATA / "eval_suites/shout")
+    assert "@anthropic-ai/claude-code@" in caught.value.hint and "install-agents" in caught.value.hint
+    with ScriptedModelServer(AgentScript()) as server:
+        project = claude_project(tmp_path / "p", server, "claude-not-installed")
+    res = run_cli("validate", cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+    assert res.code == 2
+    assert "the agent CLI 'claude-not-installed' was not found" in res.err.splitlines()[0]
