@@ -317,3 +317,33 @@ def test_a_missing_binary_is_an_input_error_and_validate_exits_2(tmp_path):
     res = run_cli("validate", cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
     assert res.code == 2
     assert "the agent CLI 'claude-not-installed' was not found" in res.err.splitlines()[0]
+
+
+def test_a_gate_between_two_skill_versions_with_the_real_cli_and_a_free_rerun(tmp_path):
+    from test_gate import commit_on_branch, git
+
+    binary = claude_bin()
+    with ScriptedModelServer(AgentScript()) as server:
+        root = claude_project(tmp_path / "repo", server, binary)
+        (root / ".gitignore").write_text(".skillopt/\n")
+        git(root, "init", "-q", "-b", "main")
+        git(root, "config", "user.email", "dev@example.com")
+        git(root, "config", "user.name", "Dev")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "base")
+        skill = root / "skills/shout/SKILL.md"
+        commit_on_branch(root, "quieter", {"skills/shout/SKILL.md": skill.read_text().replace("End with an exclamation mark.\n", "")})
+        keys = {"ANTHROPIC_API_KEY": FAKE_KEY}
+        out = tmp_path / "gate"
+        res = run_cli("gate", "--base", "main", "--head", "quieter", "--out", str(out), "--quiet", cwd=root, env=keys)
+        assert res.code == 1, res.err
+        assert "shout" in res.out and "regressed (fails)" in res.out
+        compared = json.loads((out / "gate.json").read_text())["skills"][0]["comparison"]
+        assert compared["base_mean"] == 1.0 and compared["head_mean"] == 0.0 and compared["n_paired"] == 6
+        calls = server.call_count
+        # Unchanged skills, suite and CLI: the whole rollouts come from the cache, no model call.
+        again = run_cli("gate", "--base", "main", "--head", "quieter", "--out", str(tmp_path / "again"), "--quiet",
+                        cwd=root, env=keys)
+        assert again.code == 1, again.err
+        assert server.call_count == calls
+    assert FAKE_KEY not in all_text_under(out, tmp_path / "again", root)
