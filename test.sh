@@ -7,15 +7,24 @@
 # 2. The package with its test extra, into the active virtualenv, or else into .test/venv here.
 # 3. The import contract (lint-imports, docs/architecture.md): a violation stops here, with its
 #    exit code, before any test runs.
-# 4. pytest, on two workers, with its exit code.
+# 4. The pinned agent CLIs (Codex, Claude Code) for the tests that run them: SKILLOPT_AGENT_CLIS
+#    when set (a folder with node_modules/.bin, used as it is), else `skillopt-ci install-agents`
+#    into the user cache (${XDG_CACHE_HOME:-~/.cache}/skillopt-ci/agents), which reuses that folder
+#    when its binaries already report the pinned versions. Without npm, or when the install fails,
+#    one line says so and those tests are skipped.
+# 5. pytest, on two workers, with its exit code.
 #
-# Besides those system packages it leaves nothing outside the checkout: the virtualenv and the
+# Besides those system packages and the agent CLIs' cache (about 670 MB, kept outside the checkout
+# so that CI runs share it) it leaves nothing outside the checkout: the virtualenv and the
 # caches (XDG_CACHE_HOME, XDG_CONFIG_HOME) live in .test/, and the tests' temporary files go to a
 # fresh TMPDIR that is removed at the end. (Not a TMPDIR inside the checkout: tests build projects
 # and git repositories in temporary directories and must not find this checkout above them.)
 set -euo pipefail
 root="$(cd "$(dirname "$0")" && pwd)"
 cd "$root"
+# Decided before XDG_CACHE_HOME points into .test/ below.
+agent_clis="${SKILLOPT_AGENT_CLIS:-}"
+agent_cache="${XDG_CACHE_HOME:-$HOME/.cache}/skillopt-ci/agents"
 
 packages=()
 command -v chromium >/dev/null 2>&1 || packages+=(chromium)
@@ -52,5 +61,15 @@ if [ "$status" -ne 0 ]; then
   echo "test.sh: the import contract is broken (lint-imports exited $status); see docs/architecture.md" >&2
   exit "$status"
 fi
+if [ -z "$agent_clis" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "test.sh: npm is not on PATH: the agent-CLI tests (codex, claude-code) will be skipped" >&2
+  elif "$python" -m skillopt_ci install-agents --prefix "$agent_cache" >&2; then
+    agent_clis="$agent_cache"
+  else
+    echo "test.sh: installing the agent CLIs failed: the agent-CLI tests (codex, claude-code) will be skipped" >&2
+  fi
+fi
+if [ -n "$agent_clis" ]; then export SKILLOPT_AGENT_CLIS="$agent_clis"; fi
 "$python" -m pytest -q -n 2 "$@" || status=$?
 exit "$status"

@@ -27,6 +27,7 @@ from skillopt_ci.sandbox import (
     clean_environment,
     isolation,
     process,
+    run_in,
 )
 
 
@@ -291,6 +292,17 @@ def test_an_api_key_in_our_environment_is_not_visible_to_the_command(ws, monkeyp
     assert f"PATH={os.environ['PATH']}\n" in result.stdout
 
 
+def test_run_in_runs_a_command_in_an_existing_folder_like_a_workspace(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
+    (tmp_path / "answer.txt").write_text("42\n")
+    script = "cat answer.txt; pwd; env; sleep 30"
+    result = asyncio.run(run_in(tmp_path, ["sh", "-c", script], limits=SandboxLimits(wall_s=1)))
+    assert result.timed_out and result.stdout.startswith(f"42\n{tmp_path.resolve()}\n")
+    assert "do-not-leak" not in result.stdout and f"HOME={tmp_path}\n" in result.stdout
+    with pytest.raises(SandboxError, match="does not exist"):
+        asyncio.run(run_in(tmp_path / "gone", ["true"]))
+
+
 def test_clean_environment_drops_credential_names(monkeypatch, tmp_path):
     for name in ("ANTHROPIC_API_KEY", "HF_TOKEN", "DB_PASSWORD", "LC_SECRET", "GITHUB_REPOSITORY"):
         monkeypatch.setenv(name, "x")
@@ -317,6 +329,24 @@ def test_the_time_limit_kills_the_command_and_its_children(ws, network):
     assert result.timed_out and result.exit_code is None
     assert result.render(200).startswith("killed: time limit 1s")
     assert len(ws.read_text("pids.txt").split()) == 6  # the premise: all children started
+    assert running_in(ws.path) == []
+
+
+def test_a_watch_on_stdout_stops_the_command_and_its_children(ws):
+    from skillopt_ci.sandbox.isolation import clean_environment
+    from skillopt_ci.sandbox.process import run_process
+
+    seen = []
+
+    def watch(chunk: bytes) -> bool:
+        seen.append(chunk)
+        return b"line 3" in b"".join(seen)
+
+    script = "sleep 300 & echo $! > pid.txt; for i in $(seq 1 1000); do echo line $i; sleep 0.05; done"
+    result = asyncio.run(run_process(["sh", "-c", script], cwd=ws.path, env=clean_environment(ws.path),
+                                     limits=SandboxLimits(wall_s=100), watch=watch))
+    assert not result.timed_out and result.exit_code is not None and result.exit_code < 0
+    assert "line 3" in result.stdout and "line 999" not in result.stdout
     assert running_in(ws.path) == []
 
 

@@ -751,6 +751,7 @@ def test_registry_names():
         "python",
         "llm_judge",
         "reward",
+        "verify",
     }
     assert all(issubclass(cls, Scorer) and cls.name == name for name, cls in SCORERS.items())
     assert scorer_options("exact") == {

@@ -3,6 +3,7 @@ README (every input reaches the program through env:, none is interpolated into 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -108,3 +109,45 @@ def test_workflows_declare_least_permissions(workflow):
         perms = job.get("permissions", data["permissions"])
         assert perms in ({}, None) or all(v in ("read", "write", "none") for v in perms.values())
         assert "write-all" not in str(perms)
+
+
+def test_agent_clis_are_installed_before_the_run_step_only_when_a_suite_needs_them():
+    names = [s.get("id") or s["name"] for s in steps()]
+    check, node, install = (next(s for s in steps() if s["name"] == n) for n in (
+        "Check whether a suite runs an agent CLI", "Set up Node for the agent CLIs", "Install the agent CLIs"))
+    assert names.index(check["id"]) < names.index(node["name"]) < names.index(install["name"]) < names.index("run")
+    assert "install-agents --if-needed --dry-run" in check["run"]
+    assert "install-agents --if-needed --prefix" in install["run"]
+    assert node["uses"].startswith("actions/setup-node@")
+    assert "steps.agents.outputs.needed == 'true'" in node["if"] and "node-ok" in node["if"]
+    assert install["if"] == "steps.agents.outputs.needed == 'true'"
+    for step in (check, install):  # fork-safe: no token, secret or event data reaches them
+        assert set(step["env"]) <= {"SKILLOPT_CONFIG", "SKILLOPT_VENV", "SKILLOPT_AGENTS"}
+        assert all("inputs.token" not in v and "github.event" not in v for v in step["env"].values())
+
+
+@pytest.mark.parametrize(("environment", "needed"), [("codex", "true"), ("chat", "false")])
+def test_the_check_step_says_whether_an_agent_cli_is_needed(tmp_path, environment, needed):
+    """The step's own script, run by bash with the Action's variables, in a project whose one
+    suite runs ``environment``."""
+    venv = Path(sys.executable).parent.parent
+    if not (venv / "bin/skillopt-ci").exists():
+        pytest.skip("skillopt-ci is not installed next to this Python")
+    suite = tmp_path / "eval_suites/s"
+    suite.mkdir(parents=True)
+    (suite / "suite.yaml").write_text(yaml.safe_dump({"environment": {"type": environment}, "scorer": {"type": "exact"}}))
+    (tmp_path / "skills/s").mkdir(parents=True)
+    (tmp_path / "skills/s/SKILL.md").write_text("---\nname: s\ndescription: d\n---\nbody\n")
+    (tmp_path / "skillopt.yml").write_text(yaml.safe_dump({
+        "version": 1, "models": {"target": {"provider": "openai", "model": "m"}},
+        "skills": [{"path": "skills/s/SKILL.md", "suite": "eval_suites/s"}]}))
+    output = tmp_path / "output.txt"
+    check = next(s for s in steps() if s.get("id") == "agents")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(output),
+           "SKILLOPT_CONFIG": "skillopt.yml", "SKILLOPT_VENV": str(venv)}
+    proc = subprocess.run(["bash", "-e", "-c", check["run"]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    written = output.read_text()
+    assert re.search(rf"needed<<(\w+)\n{needed}\n\1\n", written), written
+    assert re.search(r"^node-ok=(true|false)$", written, re.M)

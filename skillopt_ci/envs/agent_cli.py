@@ -13,7 +13,8 @@ workspace after the agent and is recorded as a ``verify`` tool call and result.
 
 Errored rollouts (steps kept, the CLI's stderr tail, redacted, in the message): ``agent_missing``
 (the binary cannot be started), ``time_limit``, ``agent_failed`` (a non-zero exit or a failure
-event), ``max_turns`` (more turns in the event stream than ``max_turns``).
+event), ``max_turns`` (more turns in the event stream than ``max_turns``: killed as they arrive,
+for a CLI whose ``is_turn`` recognises them).
 
 Subclass hooks: ``install_dir(skill_name)``, ``instructions_name``, ``providers`` (which endpoint
 providers the CLI can talk to), ``prepare_home(home, endpoint) -> env vars``,
@@ -31,6 +32,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -100,6 +102,11 @@ class AgentEnvironment(BaseEnvironment):
     def parse(self, stdout: str) -> Parsed:
         raise NotImplementedError
 
+    def is_turn(self, line: str) -> bool:
+        """Whether one line of the CLI's stdout is a turn counted against ``max_turns`` (the
+        rollout is killed past it). False here: a CLI that enforces the limit itself."""
+        return False
+
     # -- setup ----------------------------------------------------------------------------------
     @property
     def cli(self):
@@ -132,9 +139,9 @@ class AgentEnvironment(BaseEnvironment):
         if found is None:
             raise InputError(
                 f"environment {self.name}: the agent CLI {wanted!r} was not found"
-                + ("" if os.sep in wanted else " on PATH"),
+                + ("" if os.sep in wanted else " on PATH")
+                + f"; install it with `skillopt-ci install-agents` or {self.cli.install_command}",
                 where=self.where,
-                hint=f"install it: {self.cli.install_command}, or run skillopt-ci install-agents",
             )
         return os.path.realpath(found)
 
@@ -238,10 +245,10 @@ class AgentEnvironment(BaseEnvironment):
             workspace.write_text(self.instructions_name, skill.body)
         folder = getattr(skill, "folder", None) or request.skill_dir
         if folder is not None:
-            workspace.install_skill(Path(folder), self.install_dir(skill.name), skill.text)
+            workspace.install_skill(Path(folder), self.install_dir(skill.name), skill_document(skill))
             return
         with tempfile.TemporaryDirectory(prefix="skillopt-skill-") as empty:
-            workspace.install_skill(Path(empty), self.install_dir(skill.name), skill.text)
+            workspace.install_skill(Path(empty), self.install_dir(skill.name), skill_document(skill))
 
     async def _agent(self, request: RolloutRequest, workspace: Workspace, home: Path,
                      endpoint: Any) -> tuple[Parsed, dict[str, str] | None, float]:
@@ -252,23 +259,25 @@ class AgentEnvironment(BaseEnvironment):
         limits = SandboxLimits(wall_s=opts.time_limit_s, cpu_s=opts.time_limit_s * 4, memory_mb=opts.memory_mb,
                                output_bytes=opts.output_bytes, file_mb=1024, network=True)
         (workspace.path / SCRATCH).mkdir(exist_ok=True)
+        watch = TurnWatch(opts.max_turns, self.is_turn)
         try:
             result = await run_process(self.argv(request.prompt, workspace.path, endpoint), cwd=workspace.path,
-                                       env=env, stdin=None, limits=limits)
+                                       env=env, stdin=None, limits=limits, watch=watch)
         except SandboxError as exc:
             return Parsed(), {"kind": "agent_missing", "message": redact(exc.message)}, 0.0
         parsed = self.parse(result.stdout)
         tail = _tail(result.stderr)
         error = None
-        if result.timed_out:
+        if watch.tripped:
+            error = {"kind": "max_turns", "message": f"{self.cli.binary} was stopped after more than max_turns = "
+                                                     f"{opts.max_turns} turns"}
+        elif result.timed_out:
             error = {"kind": "time_limit", "message": f"{self.cli.binary} did not finish within time_limit_s = "
                                                       f"{opts.time_limit_s:g} s (killed with its children){tail}"}
         elif parsed.failed is not None:
             error = {"kind": "agent_failed", "message": redact(parsed.failed) + tail}
         elif result.exit_code != 0:
             error = {"kind": "agent_failed", "message": f"{self.cli.binary} {result.status()}{tail}"}
-        elif parsed.turns > opts.max_turns:
-            error = {"kind": "max_turns", "message": f"{parsed.turns} turns, more than max_turns = {opts.max_turns}"}
         return parsed, error, result.wall_s
 
     def _count(self, parsed: Parsed, models: ModelCaller) -> None:
@@ -291,6 +300,47 @@ class AgentEnvironment(BaseEnvironment):
         calls.append(Step("tool_result", name="verify", call_id="verify", text=redact(text), is_error=failed,
                           elapsed_s=time.monotonic() - started))
         return calls
+
+
+def skill_document(skill: Any) -> str:
+    """The ``SKILL.md`` to install: the skill's text, with a ``name`` and a ``description`` added
+    to its front matter when it lacks them (the agents list a skill only by those two)."""
+    front = skill.front_matter or {}
+    missing = []
+    if not front.get("name"):
+        missing.append(f"name: {json.dumps(skill.name)}")
+    if not front.get("description"):
+        lines = [line.strip().lstrip("#").strip() for line in skill.body.splitlines()]
+        first = next((line for line in lines if line), f"The {skill.name} skill.")
+        missing.append(f"description: {json.dumps(first[:300])}")
+    if not missing:
+        return skill.text
+    added = "".join(f"{line}\n" for line in missing)
+    if front and skill.text.startswith("---"):
+        head, _, rest = skill.text.partition("\n")
+        return f"{head}\n{added}{rest}"
+    return f"---\n{added}---\n{skill.text}"
+
+
+class TurnWatch:
+    """Counts turns in the CLI's stdout as it arrives; trips (kill) once past ``limit``."""
+
+    def __init__(self, limit: int, is_turn: Callable[[str], bool]):
+        self.limit, self.is_turn = limit, is_turn
+        self.turns = 0
+        self._rest = b""
+
+    @property
+    def tripped(self) -> bool:
+        return self.turns > self.limit
+
+    def __call__(self, chunk: bytes) -> bool:
+        lines = (self._rest + chunk).split(b"\n")
+        self._rest = lines.pop()
+        for line in lines:
+            if self.is_turn(line.decode("utf-8", errors="replace")):
+                self.turns += 1
+        return self.tripped
 
 
 def _tail(stderr: str) -> str:

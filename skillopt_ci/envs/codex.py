@@ -14,7 +14,8 @@ calls and results (``is_error`` on a non-zero exit), ``file_change`` items are `
 calls and results, ``agent_message`` items are ``model`` steps (the last is the output), error
 events are ``error`` steps; ``turn.failed`` fails the rollout. Codex reports tokens only
 (``turn.completed`` usage): the cost comes from our price table. ``max_turns`` counts the items
-the agent produced (messages, commands, file changes, tool calls) and is checked after the run.
+the agent completed (messages, commands, file changes, tool calls) as they stream in; the CLI is
+killed at the first one past the limit.
 """
 
 from __future__ import annotations
@@ -66,6 +67,15 @@ class CodexEnvironment(AgentEnvironment):
 
     def parse(self, stdout: str) -> Parsed:
         return parse_events(stdout)
+
+    def is_turn(self, line: str) -> bool:
+        if '"item.completed"' not in line:
+            return False
+        try:
+            item = json.loads(line).get("item") or {}
+        except (ValueError, AttributeError):
+            return False
+        return isinstance(item, dict) and item.get("type") in TURN_ITEMS
 
 
 def _toml(value: str) -> str:

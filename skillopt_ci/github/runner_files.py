@@ -3,6 +3,7 @@
 - ``GITHUB_OUTPUT``: ``name<<DELIM`` … ``DELIM`` with a random delimiter that no value line
   equals (so a value can never end the block early or inject another output).
 - ``GITHUB_STEP_SUMMARY``: appended, and kept under GitHub's 1 MiB per step.
+- ``GITHUB_PATH``: one folder per line, put on PATH for the later steps of the job.
 - Workflow commands escape ``%``, CR and LF in messages, and also ``:`` and ``,`` in properties.
 """
 
@@ -68,3 +69,16 @@ def mask(value: str, *, stream: TextIO | None = None) -> None:
     """Ask the runner to hide ``value`` in every later log line."""
     if value:
         command("add-mask", value, stream=stream)
+
+
+def add_path(path_file: Path | None, folder: Path) -> bool:
+    """Append ``folder`` to ``GITHUB_PATH`` so the job's later steps find its programs; False
+    outside Actions (no file). A folder with a line break could inject a second entry: refused."""
+    if path_file is None:
+        return False
+    text = str(folder)
+    if "\n" in text or "\r" in text:
+        raise ValueError(f"refusing to add a path with a line break to GITHUB_PATH: {text!r}")
+    with open(path_file, "a", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    return True

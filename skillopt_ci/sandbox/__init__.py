@@ -1,14 +1,14 @@
 """Workspace sandbox: a fresh folder per rollout, confined file tools, limited subprocesses.
 
 Public surface: ``Workspace``, ``SandboxLimits``, ``ProcessResult``, ``SandboxError``,
-``isolation()`` and ``clean_environment()``. What is and is not isolated: docs/sandbox.md.
+``isolation()``, ``clean_environment()`` and ``run_in()`` (a command in an existing folder). What is and is not isolated: docs/sandbox.md.
 This package imports only ``core`` (a layer beside ``models``).
 """
 
 from skillopt_ci.sandbox.isolation import clean_environment, isolation
 from skillopt_ci.sandbox.paths import SandboxError
 from skillopt_ci.sandbox.result import ProcessResult, SandboxLimits
-from skillopt_ci.sandbox.workspace import Workspace
+from skillopt_ci.sandbox.workspace import Workspace, run_in
 
 __all__ = [
     "ProcessResult",
@@ -17,4 +17,5 @@ __all__ = [
     "Workspace",
     "clean_environment",
     "isolation",
+    "run_in",
 ]

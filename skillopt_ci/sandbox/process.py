@@ -116,14 +116,18 @@ class _Protocol(asyncio.SubprocessProtocol):
     child holding them open would stretch to the time limit; the exit alone is what counts here.
     """
 
-    def __init__(self, keep: int, loop: asyncio.AbstractEventLoop):
+    def __init__(self, keep: int, loop: asyncio.AbstractEventLoop, watch: Callable[[bytes], bool] | None = None):
         self.out, self.err = _Capture(keep), _Capture(keep)
         self.exited: asyncio.Future[None] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
+        self.stopped: asyncio.Future[None] = loop.create_future()
+        self.watch = watch
         self._open = {1, 2}
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         (self.out if fd == 1 else self.err).add(data)
+        if fd == 1 and self.watch is not None and not self.stopped.done() and self.watch(data):
+            self.stopped.set_result(None)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open.discard(fd)
@@ -158,13 +162,14 @@ def kill_all_running() -> None:
     RUNNING.clear()
 
 
-async def _start(argv: Sequence[str], how: str, cwd: Path, env: Mapping[str, str],
-                 stdin: str | None, limits: SandboxLimits) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+async def _start(argv: Sequence[str], how: str, cwd: Path, env: Mapping[str, str], stdin: str | None,
+                 limits: SandboxLimits, watch: Callable[[bytes], bool] | None = None,
+                 ) -> tuple[asyncio.SubprocessTransport, _Protocol]:
     loop = asyncio.get_running_loop()
     command, preexec = _limited(wrap([str(a) for a in argv], how), limits)
     try:
         transport, protocol = await loop.subprocess_exec(
-            lambda: _Protocol(limits.output_bytes, loop),
+            lambda: _Protocol(limits.output_bytes, loop, watch),
             *command,
             cwd=str(cwd),
             env=dict(env),
@@ -191,8 +196,12 @@ async def run_process(
     env: Mapping[str, str],
     stdin: str | None = None,
     limits: SandboxLimits = DEFAULT_LIMITS,
+    watch: Callable[[bytes], bool] | None = None,
 ) -> ProcessResult:
-    """Run ``argv`` in ``cwd`` under ``limits``; see the module docstring for what is killed when."""
+    """Run ``argv`` in ``cwd`` under ``limits``; see the module docstring for what is killed when.
+
+    ``watch`` sees each chunk of stdout as it arrives; when it returns True the command is killed
+    like at the time limit (an agent CLI past its turn limit), and the caller knows why."""
     if not argv:
         raise SandboxError("no command given")
     _check_program(str(argv[0]), cwd, env)
@@ -201,13 +210,11 @@ async def run_process(
         await asyncio.to_thread(lambda: (isolation(), prlimit_works()))
         _CACHE["probed"] = "yes"
     how = "none" if limits.network else isolation()
-    transport, protocol = await _start_shielded(_start(argv, how, cwd, env, stdin, limits))
-    timed_out = False
+    transport, protocol = await _start_shielded(_start(argv, how, cwd, env, stdin, limits, watch))
     try:
-        try:
-            await asyncio.wait_for(asyncio.shield(protocol.exited), timeout=limits.wall_s)
-        except asyncio.TimeoutError:
-            timed_out = True
+        done, _ = await asyncio.wait([protocol.exited, protocol.stopped], timeout=limits.wall_s,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        timed_out = not done
     finally:
         kill_group(transport.get_pid())
         await _settle(transport, protocol)

@@ -5,7 +5,7 @@ copies the task's files in (a missing source is a ``SandboxError`` naming it). E
 methods take is relative to the workspace and confined to it (``paths``): absolute paths, ``..``
 escapes and symlinks leading out are refused, and no symlink is followed when opening. ``run``
 executes a command inside it under ``SandboxLimits`` with a clean environment (``process``,
-``isolation``). ``written_files`` compares the folder with the snapshot taken after creation and
+``isolation``); ``run_in`` does the same in any existing folder. ``written_files`` compares the folder with the snapshot taken after creation and
 skill installation (size, mtime, then content hash). ``cleanup`` is idempotent; every workspace
 still alive is removed when the interpreter exits, which includes exiting on Ctrl-C.
 
@@ -116,9 +116,7 @@ class Workspace:
         """Run ``argv`` in the workspace under ``limits`` (see ``sandbox.process``)."""
         if self._closed:
             raise SandboxError("the workspace was already cleaned up")
-        (self.path / SCRATCH).mkdir(exist_ok=True)
-        env = clean_environment(self.path)
-        return await run_process(argv, cwd=self.path, env=env, stdin=stdin, limits=limits)
+        return await run_in(self.path, argv, stdin=stdin, limits=limits)
 
     def _take_snapshot(self) -> Snapshot:
         snapshot: Snapshot = {}
@@ -185,6 +183,23 @@ class Workspace:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+async def run_in(
+    folder: Path,
+    argv: Sequence[str],
+    *,
+    stdin: str | None = None,
+    limits: SandboxLimits = DEFAULT_LIMITS,
+) -> ProcessResult:
+    """Run ``argv`` in an existing ``folder`` as ``Workspace.run`` does: under ``limits``, with
+    ``clean_environment(folder)`` (HOME is the folder, TMPDIR its scratch folder, created here).
+    For a folder some other code made, such as a finished rollout's workspace being scored."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SandboxError(f"{folder}: the folder does not exist")
+    (folder / SCRATCH).mkdir(exist_ok=True)
+    return await run_process(argv, cwd=folder, env=clean_environment(folder), stdin=stdin, limits=limits)
 
 
 def _ignore_symlinks(folder: str, names: list[str]) -> list[str]:

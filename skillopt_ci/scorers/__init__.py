@@ -19,6 +19,7 @@ from skillopt_ci.scorers.numeric import Numeric
 from skillopt_ci.scorers.python_scorer import PythonScorer
 from skillopt_ci.scorers.reward import RewardScorer
 from skillopt_ci.scorers.text import Anls, Choice, Contains, Exact, Regex, TokenF1
+from skillopt_ci.scorers.verify import VerifyScorer
 
 SCORERS: dict[str, type[Scorer]] = {
     cls.name: cls
@@ -34,6 +35,7 @@ SCORERS: dict[str, type[Scorer]] = {
         PythonScorer,
         Judge,
         RewardScorer,
+        VerifyScorer,
     )
 }
 SCORER_NAMES: tuple[str, ...] = tuple(SCORERS)

@@ -1,0 +1,152 @@
+"""The real ``codex exec`` end to end, offline, against the scripted model server: eval, gate and
+train on a small ``codex`` suite (tests/data/codex-suite) scored by a ``verify`` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent_fixtures import agent_bin
+from conftest import run_cli
+from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing.agents import AgentScript
+from skillopt_ci.testing.optimizer_sim import OptimizerSim
+
+SUITE = Path(__file__).parent / "data" / "codex-suite"
+SKILL = "skills/greeter/SKILL.md"
+KEY = "sk-codex-e2e-" + "DISTINCTIVE0123456789"
+HOUSE_STYLE = "\n## House style\n\nWrite every answer in upper case and end with an exclamation mark.\n"
+# check.py also fails when any workspace file holds the key (assembled so check.py itself does not).
+KEY_PROBE = f"""
+import os as _os
+_key = {KEY[:10]!r} + {KEY[10:]!r}
+for _dir, _, _names in _os.walk("."):
+    for _name in _names:
+        with open(_os.path.join(_dir, _name), "rb") as _f:
+            if _key.encode() in _f.read():
+                sys.exit("the API key is in " + _os.path.join(_dir, _name))
+"""
+
+
+class Policy:
+    """The scripted Codex agent for the target; the scripted optimizer for the optimizer role."""
+
+    def __init__(self) -> None:
+        self.agent, self.optimizer = AgentScript(), OptimizerSim()
+
+    def __call__(self, request):
+        if request.model == "sim-optimizer-1":
+            return self.optimizer(request)
+        return self.agent(request)
+
+
+@pytest.fixture
+def codex_server():
+    with ScriptedModelServer(Policy()) as server:
+        yield server
+
+
+def codex_project(root: Path, base_url: str, binary: Path) -> Path:
+    shutil.copytree(SUITE, root)
+    check = root / "eval_suites/greeter/check.py"
+    check.write_text(check.read_text().replace('print("ok:", text)', KEY_PROBE + 'print("ok:", text)'))
+    suite_file = root / "eval_suites/greeter/suite.yaml"
+    suite = yaml.safe_load(suite_file.read_text())
+    suite["environment"]["binary"] = str(binary)
+    suite_file.write_text(yaml.safe_dump(suite, sort_keys=False))
+    config = {
+        "version": 1,
+        "models": {
+            "target": {"provider": "openai", "api": "responses", "model": "gpt-5.5", "base_url": base_url,
+                       "max_retries": 0},
+            "optimizer": {"provider": "openai-compatible", "model": "sim-optimizer-1", "base_url": base_url},
+        },
+        "skills": [{"path": SKILL, "suite": "eval_suites/greeter"}],
+        "concurrency": 2,
+        "cache": {"mode": "read-write", "path": ".skillopt/cache.sqlite"},
+        "pricing": {"gpt-5.5": {"input": 1.0, "output": 2.0}},
+        "train": {"epochs": 1, "batch_size": 3},
+    }
+    (root / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (root / ".gitignore").write_text(".skillopt/\n")
+    return root
+
+
+def files_holding(folder: Path, needle: str) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def test_codex_evaluates_a_skill_it_reads_through_its_own_tool(tmp_path, codex_server):
+    root = codex_project(tmp_path / "p", codex_server.openai_base_url, agent_bin("codex"))
+    out = tmp_path / "run"
+    res = run_cli("eval", "greeter", "--out", str(out), "--quiet", cwd=root, env={"OPENAI_API_KEY": KEY})
+    assert res.code == 0, res.out + res.err
+    results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert len(results) == 6 and all(r.get("error") is None for r in results), results
+    # The plain skill states no house style: the verify command fails every answer.
+    assert all(r["score"] == 0.0 for r in results)
+    assert "not in the house style" in results[0]["feedback"]
+    steps = results[0]["trajectory"]
+    calls = [s for s in steps if s["kind"] == "tool_call"]
+    # gpt-5.5 is a model Codex knows to offer apply_patch: the file is written with it.
+    assert [c["name"] for c in calls] == ["exec_command", "exec_command", "apply_patch"]
+    assert ".agents/skills/greeter/SKILL.md" in calls[0]["arguments"]
+    outputs = [s["text"] for s in steps if s["kind"] == "tool_result"]
+    assert "Write the greeting the task asks for" in outputs[0]
+    assert results[0]["output"] == "Done: the answer is in answer.txt."
+    assert results[0]["files"] == ["answer.txt"]
+    assert (out / "files" / results[0]["task_id"] / "0" / "answer.txt").read_text().strip() in (
+        "hello team", "good evening", "nice work", "welcome back", "well done", "see you soon")
+    # The skill reached the model only as a name in the skills list, then through the agent's cat.
+    first = codex_server.calls[0].request
+    assert "greeter: How to write greeting answers" in first.system + json.dumps(first.messages)
+    assert "Write the greeting the task asks for" not in first.system + json.dumps(first.messages)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_errors"] == 0
+    report = tmp_path / "report.html"
+    assert run_cli("report", str(out), "--html", str(report), cwd=root).code == 0
+    assert files_holding(out, KEY) == [] and KEY not in report.read_text() and KEY not in res.out + res.err
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_gate_between_two_skill_versions_and_a_training_epoch_on_codex(tmp_path, codex_server):
+    root = codex_project(tmp_path / "repo", codex_server.openai_base_url, agent_bin("codex"))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "dev@example.com")
+    git(root, "config", "user.name", "Dev")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    git(root, "checkout", "-q", "-b", "house-style")
+    (root / SKILL).write_text((root / SKILL).read_text() + HOUSE_STYLE)
+    git(root, "commit", "-qam", "house style")
+    out = tmp_path / "gate"
+    env = {"OPENAI_API_KEY": KEY}
+    res = run_cli("gate", "--base", "main", "--head", "house-style", "--out", str(out), "--quiet", cwd=root, env=env)
+    assert res.code == 0, res.out + res.err
+    skill = json.loads((out / "gate.json").read_text())["skills"][0]
+    assert skill["verdict"] == "improved" and not skill["failed"]
+    assert skill["comparison"]["delta"] == pytest.approx(1.0)
+    assert files_holding(out, KEY) == []
+    # A re-run of the unchanged base is served from the rollout cache: no model call.
+    calls = codex_server.call_count
+    again = run_cli("gate", "--base", "main", "--head", "main", "--out", str(tmp_path / "g2"), "--quiet",
+                    cwd=root, env=env)
+    assert again.code == 0, again.out + again.err
+    assert codex_server.call_count == calls
+    # One training epoch on the codex suite runs to the end.
+    git(root, "checkout", "-q", "main")
+    train = tmp_path / "train"
+    res = run_cli("train", "--skill", "greeter", "--out", str(train), "--quiet", "--epochs", "1", cwd=root, env=env)
+    assert res.code in (0, 1), res.out + res.err
+    assert (train / "best_skill.md").exists() or list(train.rglob("best_skill.md"))
+    assert files_holding(train, KEY) == []
+    assert os.environ.get("OPENAI_API_KEY") != KEY
