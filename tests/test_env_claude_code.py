@@ -15,6 +15,7 @@ from types import MappingProxyType
 import pytest
 import yaml
 
+from agent_fixtures import agent_bin
 from conftest import run_cli
 from skillopt_ci.envs.claude_stream import parse_stream
 from skillopt_ci.testing import ScriptedModelServer
@@ -90,26 +91,15 @@ FAKE_KEY = "sk-ant-test-claude-code-key-4c1f9e"
 
 
 def claude_bin() -> str:
-    """The claude binary from PATH or ``$SKILLOPT_AGENT_CLIS/node_modules/.bin``; skip when absent."""
-    try:
-        from agent_fixtures import agent_bin
-    except ImportError:
-        agent_bin = None
-    if agent_bin is not None:
-        return agent_bin("claude")
-    folder = os.environ.get("SKILLOPT_AGENT_CLIS")
-    found = shutil.which("claude", path=str(Path(folder) / "node_modules/.bin")) if folder else None
-    found = found or shutil.which("claude")
-    if not found:
-        pytest.skip("the claude CLI is not installed: run ./test.sh or skillopt-ci install-agents")
-    return found
+    """The claude binary (PATH or ``$SKILLOPT_AGENT_CLIS``); the test is skipped when it is absent."""
+    return str(agent_bin("claude"))
 
 
 def claude_project(root: Path, server, binary: str, **environment) -> Path:
     shutil.copytree(SUITE_DATA, root)
     suite = root / "eval_suites/shout/suite.yaml"
     data = yaml.safe_load(suite.read_text())
-    data["environment"].update(binary=binary, **environment)
+    data["environment"].update(binary=str(binary), **environment)
     suite.write_text(yaml.safe_dump(data, sort_keys=False))
     config = {
         "version": 1,
@@ -311,12 +301,13 @@ def test_a_missing_binary_is_an_input_error_and_validate_exits_2(tmp_path):
 
     with pytest.raises(InputError, match="not found") as caught:
         build_environment({"type": "claude-code", "binary": "claude-not-installed"}, SUITE_DATA / "eval_suites/shout")
-    assert "@anthropic-ai/claude-code@" in caught.value.hint and "install-agents" in caught.value.hint
+    assert "@anthropic-ai/claude-code@" in caught.value.message and "install-agents" in caught.value.message
     with ScriptedModelServer(AgentScript()) as server:
         project = claude_project(tmp_path / "p", server, "claude-not-installed")
     res = run_cli("validate", cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
     assert res.code == 2
-    assert "the agent CLI 'claude-not-installed' was not found" in res.err.splitlines()[0]
+    first = res.err.splitlines()[0]
+    assert "the agent CLI 'claude-not-installed' was not found" in first and "skillopt-ci install-agents" in first
 
 
 def test_a_gate_between_two_skill_versions_with_the_real_cli_and_a_free_rerun(tmp_path):
@@ -347,3 +338,25 @@ def test_a_gate_between_two_skill_versions_with_the_real_cli_and_a_free_rerun(tm
         assert again.code == 1, again.err
         assert server.call_count == calls
     assert FAKE_KEY not in all_text_under(out, tmp_path / "again", root)
+
+
+def test_a_short_training_run_reads_what_the_agent_did(tmp_path):
+    from skillopt_ci.testing.optimizer_sim import OptimizerSim
+
+    binary = claude_bin()
+    agent, optimizer = AgentScript(), OptimizerSim()
+
+    def policy(request):
+        return optimizer(request) if request.model == "sim-optimizer-1" else agent(request)
+
+    with ScriptedModelServer(policy) as server:
+        project = claude_project(tmp_path / "p", server, binary)
+        skill = project / "skills/shout/SKILL.md"
+        skill.write_text(skill.read_text().replace("End with an exclamation mark.\n", ""))  # every task fails
+        res = run_cli("train", "--skill", "shout", "--out", str(tmp_path / "train"), "--quiet", "--epochs", "1",
+                      cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+        assert res.code in (0, 1), res.err
+        prompts = [c.request.last_user for c in server.calls if c.request.model == "sim-optimizer-1"]
+    assert prompts, "the optimizer was never asked"
+    assert any("Skill" in p and "Bash" in p and "answer.txt" in p for p in prompts)
+    assert FAKE_KEY not in all_text_under(tmp_path / "train")

@@ -145,7 +145,7 @@ def test_an_unknown_environment_lists_the_known_ones(project, plugin):
     use_environment(project, "spaceship")
     res = run_cli("eval", "ticket-triage", "--quiet", cwd=project)
     assert res.code == 2
-    assert "unknown environment 'spaceship'" in res.err and "chat, tools, interactive, two-pass" in res.err
+    assert "unknown environment 'spaceship'" in res.err and "chat, tools, interactive, codex, claude-code, two-pass" in res.err
 
 
 def test_the_optimizer_reads_the_environments_rendering():
