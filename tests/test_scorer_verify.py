@@ -72,7 +72,7 @@ def test_a_rollout_without_a_workspace_is_a_scoring_error_naming_the_environment
 def test_a_missing_or_escaping_file_is_an_input_error_when_built(suite_dir):
     with pytest.raises(InputError, match='files: "checks/gone.py" does not exist') as info:
         build_scorer({"type": "verify", "command": "true", "files": ["checks/gone.py"]}, suite_dir)
-    assert info.value.where == str(suite_dir / "checks/gone.py")
+    assert info.value.where == str(suite_dir / "suite.yaml")
     with pytest.raises(InputError, match="must be a path inside the suite directory"):
         build_scorer({"type": "verify", "command": "true", "files": ["../outside.py"]}, suite_dir)
     with pytest.raises(InputError, match='needs option "command"'):
@@ -128,3 +128,35 @@ def test_a_tools_suite_scored_by_verify_end_to_end(tmp_path):
     assert "answer.txt holds '41'" in results["bad"]["feedback"]
     assert results["good"]["files"] == ["answer.txt"]  # the checker copied in is not a file the agent wrote
     assert json.loads((out / "summary.json").read_text())["mean"] == 0.5
+
+
+def test_validate_names_a_missing_checker_file(tmp_path):
+    root = tmp_path / "p"
+    (root / "eval_suites/s").mkdir(parents=True)
+    (root / "eval_suites/s/suite.yaml").write_text(yaml.safe_dump({
+        "environment": {"type": "tools", "tools": ["write_file"]},
+        "scorer": {"type": "verify", "command": "python3 check.py", "files": ["check.py"]}}))
+    (root / "eval_suites/s/val.jsonl").write_text('{"id": "a", "input": "x"}\n')
+    (root / "skills/s").mkdir(parents=True)
+    (root / "skills/s/SKILL.md").write_text("---\nname: s\ndescription: d\n---\nbody\n")
+    (root / "skillopt.yml").write_text(yaml.safe_dump({
+        "version": 1, "models": {"target": {"provider": "openai", "model": "m"}},
+        "skills": [{"path": "skills/s/SKILL.md", "suite": "eval_suites/s"}]}))
+    res = run_cli("validate", cwd=root)
+    assert res.code == 2
+    assert 'suite.yaml: scorer: scorer "verify": files: "check.py" does not exist in the suite directory' in res.err
+
+
+def test_a_changed_checker_in_a_subfolder_changes_the_suite_hash(tmp_path):
+    """The suite hash keys cached scored rollouts: an edited checker must not reuse old scores."""
+    from skillopt_ci.inputs.suite import load_suite
+
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks/check.sh").write_text("test -f answer.txt\n")
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump({
+        "environment": {"type": "tools", "tools": ["write_file"]},
+        "scorer": {"type": "verify", "command": "sh checks/check.sh", "files": ["checks"]}}))
+    (tmp_path / "val.jsonl").write_text('{"id": "a", "input": "x"}\n')
+    before = load_suite(tmp_path).hash
+    (tmp_path / "checks/check.sh").write_text("grep -q 42 answer.txt\n")
+    assert load_suite(tmp_path).hash != before

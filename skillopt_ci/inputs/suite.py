@@ -101,7 +101,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
 
     files = _split_files(path, declared, shown, problems)
     splits = _read_splits(files, shown, prompt, problems)
-    referenced = _referenced_files(path, splits, problems)
+    referenced = _referenced_files(path, splits, problems) + _scorer_files(path, data.get("scorer"))
     if not files and not problems:
         problems.append(Problem(shown, "no split files found (expected train/val/test .jsonl or .json)"))
     if not schema_ok:
@@ -249,6 +249,21 @@ def _referenced_files(path: Path, splits: Mapping[str, tuple[Task, ...]], proble
                     else:
                         found.update(_files_under(root / relative))
     return sorted(found)
+
+
+def _scorer_files(path: Path, scorer: Any) -> list[Path]:
+    """The files a ``verify`` scorer copies into the workspace (its ``files`` option), so that a
+    changed checker changes the suite hash and with it every cached scored rollout. Problems with
+    them are the scorer's to report."""
+    if not isinstance(scorer, dict) or scorer.get("type") != "verify" or not isinstance(scorer.get("files"), list):
+        return []
+    root = path.resolve()
+    found: list[Path] = []
+    for relative in scorer["files"]:
+        target = (root / str(relative)).resolve()
+        if target != root and root in target.parents and target.exists():
+            found.extend(_files_under(target))
+    return found
 
 
 def _reference_problem(root: Path, task: Task, key: str, dest: str, relative: str) -> str | None:

@@ -53,12 +53,11 @@ class VerifyScorer(Scorer):
         root = self.suite_dir.resolve()
         for relative in self.options.files:
             source = (self.suite_dir / relative).resolve()
+            where = str(self.suite_dir / "suite.yaml")
             if Path(relative).is_absolute() or not source.is_relative_to(root) or source == root:
-                raise self.error(f'files: "{relative}" must be a path inside the suite directory',
-                                 where=str(self.suite_dir))
+                raise self.error(f'files: "{relative}" must be a path inside the suite directory', where=where)
             if not source.exists():
-                raise self.error(f'files: "{relative}" does not exist in {self.suite_dir}',
-                                 where=str(self.suite_dir / relative))
+                raise self.error(f'files: "{relative}" does not exist in the suite directory', where=where)
             self.sources.append((source.relative_to(root).as_posix(), source))
 
     def score(self, output: str, task: Task) -> Score:

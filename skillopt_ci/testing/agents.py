@@ -15,7 +15,7 @@ stateless and deterministic, and concurrent rollouts do not interfere):
 
 The file's content is the task's answer (the text after ``answer:`` in the prompt, else
 ``answer``) transformed by the rules the skill body states (:data:`RULES`), so a better skill
-scores better. Requests that carry none of the agent's tools (a CLI's side calls) get a short
+scores better; the text of an AGENTS.md / CLAUDE.md in the CLI's context counts as well. Requests that carry none of the agent's tools (a CLI's side calls) get a short
 text reply.
 """
 
@@ -40,6 +40,10 @@ _CODEX_SKILL = re.compile(r"^- ([\w.:-]+): .*\(file: ([^)]+)\)\s*$", re.MULTILIN
 _CLAUDE_SKILLS = "The following skills are available for use with the Skill tool:"
 _CLAUDE_SKILL = re.compile(r"^- ([\w.:/-]+): ", re.MULTILINE)
 _ANSWER = re.compile(r"answer:\s*(.+)", re.IGNORECASE)
+# Where each CLI puts an instructions file's text (AGENTS.md / CLAUDE.md) in the first request.
+_INSTRUCTIONS = (re.compile(r"# AGENTS\.md instructions for [^\n]*\n\n<INSTRUCTIONS>\n(.*?)</INSTRUCTIONS>", re.DOTALL),
+                 re.compile(r"Contents of [^\n]*CLAUDE\.md \(project instructions[^\n]*\n\n(.*?)</system-reminder>",
+                            re.DOTALL))
 
 
 def apply_rules(text: str, skill_body: str) -> str:
@@ -103,8 +107,11 @@ class AgentScript:
         return self.answer
 
     def _skill_body(self, request: ScriptedRequest) -> str:
-        """Everything the agent saw after its first tool call (where the skill body arrives)."""
-        seen, parts = False, []
+        """Everything the agent saw after its first tool call (where the skill body arrives), and
+        the text of an AGENTS.md / CLAUDE.md the CLI put in its context."""
+        everything = request.system + "\n" + _all_text(request)
+        parts = [m.group(1) for pattern in _INSTRUCTIONS for m in pattern.finditer(everything)]
+        seen = False
         for message in request.messages:
             if seen and message["role"] != "assistant":
                 parts.append(message["content"])
@@ -172,3 +179,12 @@ def _line_after(text: str, marker: str) -> str | None:
     at = text.find(marker)
     return text[at + len(marker):].split("\n", 1)[0].strip() if at >= 0 else None
 
+
+
+_DEFAULT = AgentScript()
+
+
+def play(request: ScriptedRequest) -> ScriptedReply | str:
+    """The default :class:`AgentScript`, as a plain function for
+    ``python -m skillopt_ci.testing.server --policy skillopt_ci.testing.agents:play``."""
+    return _DEFAULT(request)

@@ -258,7 +258,8 @@ class Fault:
 
     @classmethod
     def drop(cls) -> Fault:
-        """Close the connection without sending any response."""
+        """Close the connection without sending any response; on a streaming request, send the
+        status and the first event, then close it mid-stream."""
         return cls("drop")
 
 

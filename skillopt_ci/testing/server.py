@@ -1,8 +1,10 @@
 """A scripted model server: real HTTP on 127.0.0.1 speaking OpenAI (Chat Completions and the
 Responses API), Azure OpenAI and Anthropic, with tool calls and images.
 
-Tests point the real ``openai`` and ``anthropic`` SDKs at it; a Python policy decides each
-reply, and faults (rate limits, server errors, slow or malformed answers, dropped connections)
+Tests point the real ``openai`` and ``anthropic`` SDKs (and the Codex and Claude Code CLIs) at
+it; a Python policy decides each reply. ``stream: true`` on the Responses API and Anthropic
+Messages is answered with Server-Sent Events (:mod:`wire_stream`), chunked; Chat Completions
+refuses it. Faults (rate limits, server errors, slow or malformed answers, dropped connections)
 can be injected per request. Run it in its own process with
 ``python -m skillopt_ci.testing.server --port 0 --latency 0.1 --policy module:function``.
 """
@@ -52,7 +54,8 @@ def echo(request: ScriptedRequest) -> str:
 
 @dataclass(frozen=True)
 class RecordedCall:
-    """One model call the server answered. ``status`` is 0 when the connection was dropped;
+    """One model call the server answered. ``status`` is 0 when the connection was dropped
+    (200 for a streaming request, whose stream starts and is then cut);
     ``error`` names the exception when the policy or fault plan raised."""
 
     request: ScriptedRequest
