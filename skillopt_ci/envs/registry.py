@@ -24,6 +24,7 @@ BUILTIN: dict[str, str] = {
     "tools": "skillopt_ci.envs.tools:ToolsEnvironment",
     "interactive": "skillopt_ci.envs.interactive:InteractiveEnvironment",
     "codex": "skillopt_ci.envs.codex:CodexEnvironment",
+    "claude-code": "skillopt_ci.envs.claude_code:ClaudeCodeEnvironment",
 }
 
 

@@ -1,0 +1,362 @@
+"""The ``claude-code`` environment: its stream-json parser on captured output, its set-up (the
+home, the variables, the command line), failure handling with fake binaries, and the real
+``claude -p`` end to end against the scripted model server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+import yaml
+
+from agent_fixtures import agent_bin
+from conftest import run_cli
+from skillopt_ci.envs.claude_stream import parse_stream
+from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing.agents import AgentScript
+
+STREAMS = Path(__file__).parent / "data/claude-stream"
+
+
+def stream(name: str) -> str:
+    return (STREAMS / f"{name}.jsonl").read_text()
+
+
+def test_a_finished_run_becomes_steps_output_and_spend():
+    parsed = parse_stream(stream("success"))
+    assert parsed.failed is None
+    assert parsed.output == "All done."
+    assert parsed.cost_usd == pytest.approx(0.004)
+    assert (parsed.usage.input_tokens, parsed.usage.output_tokens) == (500, 100)
+    assert parsed.num_turns == 6
+    kinds = [(s.kind, s.name) for s in parsed.steps]
+    assert kinds[0] == ("observation", "skills")
+    assert "demo-skill" in parsed.steps[0].text and parsed.skills[0] == "demo-skill"
+    calls = [s for s in parsed.steps if s.kind == "tool_call"]
+    assert [c.name for c in calls] == ["Skill", "Bash", "Write", "Bash"]
+    assert json.loads(calls[0].arguments) == {"skill": "demo-skill"}
+    results = [s for s in parsed.steps if s.kind == "tool_result"]
+    assert [r.name for r in results] == ["Skill", "Bash", "Write", "Bash"]
+    assert [r.is_error for r in results] == [False, False, False, True]  # `exit 3` is an error result
+    assert results[-1].text == "Exit code 3"
+    # The skill's body reached the agent after its Skill call: recorded as what it observed.
+    body = parsed.steps[kinds.index(("tool_result", "Skill")) + 1]
+    assert body.kind == "observation" and "Always write out.txt." in body.text
+    assert parsed.steps[-1].kind == "model" and parsed.steps[-1].text == "All done."
+
+
+def test_a_permission_denial_is_an_error_step_and_max_turns_fails_the_run():
+    parsed = parse_stream(stream("denied_max_turns"))
+    assert parsed.failed == "Reached maximum number of turns (3)"
+    denials = [s for s in parsed.steps if s.kind == "error"]
+    assert len(denials) == 1  # the system event and the result's permission_denials name the same call
+    assert denials[0].name == "Write" and denials[0].is_error and "permission" in denials[0].text
+    assert parsed.steps[-1].kind == "tool_result" and parsed.steps[-1].is_error
+
+
+def test_a_denial_only_in_the_result_event_is_still_recorded():
+    lines = [json.loads(x) for x in stream("denied_max_turns").splitlines()]
+    kept = [x for x in lines if x.get("subtype") != "permission_denied"]
+    parsed = parse_stream("\n".join(json.dumps(x) for x in kept))
+    denials = [s for s in parsed.steps if s.kind == "error"]
+    assert [(d.name, d.call_id) for d in denials] == [("Write", "toolu_3")]
+
+
+def test_an_api_error_is_a_failure_and_the_clis_own_words_are_not_the_models():
+    parsed = parse_stream(stream("connection_refused"))
+    assert parsed.failed and parsed.failed.startswith("connection_failed")
+    assert not [s for s in parsed.steps if s.kind == "model"]
+    assert [s.kind for s in parsed.steps] == ["observation", "error"]
+
+
+def test_a_stream_cut_short_or_holding_noise_is_a_failure_not_a_crash():
+    text = stream("success")
+    cut = "\n".join(text.splitlines()[:4])
+    parsed = parse_stream("a warning on stdout\n[1, 2]\n{not json\n" + cut)
+    assert parsed.failed == "the CLI stopped without its final result event"
+    assert [s.name for s in parsed.steps if s.kind == "tool_call"] == ["Skill"]
+    assert parse_stream("").failed
+
+
+# -- the real CLI against the scripted model server --------------------------------------------
+
+SUITE_DATA = Path(__file__).parent / "data/claude-suite"
+FAKE_KEY = "sk-ant-test-claude-code-key-4c1f9e"
+
+
+def claude_bin() -> str:
+    """The claude binary (PATH or ``$SKILLOPT_AGENT_CLIS``); the test is skipped when it is absent."""
+    return str(agent_bin("claude"))
+
+
+def claude_project(root: Path, server, binary: str, **environment) -> Path:
+    shutil.copytree(SUITE_DATA, root)
+    suite = root / "eval_suites/shout/suite.yaml"
+    data = yaml.safe_load(suite.read_text())
+    data["environment"].update(binary=str(binary), **environment)
+    suite.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = {
+        "version": 1,
+        "models": {"target": {"provider": "anthropic", "model": "sim-claude", "base_url": server.anthropic_base_url,
+                              "max_retries": 0},
+                   "optimizer": {"provider": "openai-compatible", "model": "sim-optimizer-1",
+                                 "base_url": server.openai_base_url}},
+        "skills": [{"path": "skills/shout/SKILL.md", "suite": "eval_suites/shout"}],
+        "concurrency": 2,
+        "cache": {"mode": "read-write", "path": ".skillopt/cache.sqlite"},
+    }
+    (root / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return root
+
+
+def all_text_under(*folders: Path) -> str:
+    parts = []
+    for folder in folders:
+        for path in folder.rglob("*"):
+            if path.is_file():
+                parts.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(parts)
+
+
+def test_claude_p_discovers_reads_runs_and_writes_and_the_workspace_is_scored(tmp_path):
+    binary = claude_bin()
+    with ScriptedModelServer(AgentScript(command="ls -a")) as server:
+        project = claude_project(tmp_path / "p", server, binary)
+        out = tmp_path / "run"
+        res = run_cli("eval", "shout", "--out", str(out), "--quiet", cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+        assert res.code == 0, res.err
+        requests = [c.request for c in server.calls]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean"] == 1.0 and summary["n_errors"] == 0
+    assert all(r.protocol == "anthropic" and r.model == "sim-claude" for r in requests)
+    results = {r["task_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    steps = results["v1"]["trajectory"]
+    assert steps[0]["kind"] == "observation" and "shout" in steps[0]["text"]
+    assert [s["name"] for s in steps if s["kind"] == "tool_call"] == ["Skill", "Bash", "Write"]
+    body = next(s for s in steps if s["kind"] == "observation" and "Base directory" in s.get("text", ""))
+    assert "Write the answer in upper case." in body["text"]
+    listing = next(s for s in steps if s["kind"] == "tool_result" and s["name"] == "Bash")
+    assert ".claude" in listing["text"] and not listing.get("is_error")
+    assert results["v1"]["files"] == ["answer.txt"]
+    assert (out / "files/v1/0/answer.txt").read_text().strip() == "GOOD MORNING!"
+    # The key went to the server and nowhere else: not the workspace files kept, not the run, not a report.
+    html = tmp_path / "report.html"
+    assert run_cli("report", str(out), "--html", str(html), cwd=project).code == 0
+    assert FAKE_KEY not in all_text_under(out, project, tmp_path)
+
+
+# -- set-up and failures, with fake binaries ---------------------------------------------------
+
+RESULT = {"type": "result", "subtype": "success", "is_error": False, "num_turns": 1, "total_cost_usd": 0.25,
+          "usage": {"input_tokens": 7, "cache_read_input_tokens": 3, "output_tokens": 5}, "permission_denials": []}
+REPORTER = """
+import json, os, sys
+if sys.argv[1:] == ["--version"]:
+    print("9.8.7 (Claude Code)")
+    sys.exit(0)
+names = ("HOME", "TMPDIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "IS_SANDBOX", "OPENAI_API_KEY",
+         "DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
+         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "CLAUDE_CODE_MAX_RETRIES")
+seen = {"argv": sys.argv[1:], "cwd": os.getcwd(), "env": {n: os.environ.get(n) for n in names}}
+print(json.dumps({"type": "system", "subtype": "init", "skills": ["shout"]}))
+print(json.dumps({**RESULT, "result": json.dumps(seen)}))
+"""
+FAILING = """
+import os, sys
+if sys.argv[1:] == ["--version"]:
+    print("9.8.7 (Claude Code)")
+    sys.exit(0)
+print('{"type": "system", "subtype": "init", "skills": ["shout"]}')
+sys.stderr.write("starting\\n" * 50 + "auth failed for key " + os.environ["ANTHROPIC_API_KEY"] + "\\n")
+sys.exit(1)
+"""
+HANGING = """
+import os, subprocess, sys, time
+if sys.argv[1:] == ["--version"]:
+    print("9.8.7 (Claude Code)")
+    sys.exit(0)
+child = subprocess.Popen(["sleep", "300"])
+with open(PID_FILE, "w") as f:
+    f.write(str(child.pid))
+print('{"type": "system", "subtype": "init", "skills": ["shout"]}', flush=True)
+time.sleep(300)
+"""
+
+
+def fake_cli(folder: Path, script: str) -> Path:
+    path = folder / "claude"
+    path.write_text(f"#!{sys.executable}\nRESULT = {RESULT!r}\n{script}")
+    path.chmod(0o755)
+    return path
+
+
+def pool_for(tmp_path: Path, provider: str = "anthropic"):
+    from skillopt_ci.inputs.config import Config, ModelSpec
+    from skillopt_ci.models.cache import ResponseCache
+    from skillopt_ci.models.pool import ModelPool
+
+    key_var = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+    model = ModelSpec.from_dict("target", {"provider": provider, "model": "sim-claude",
+                                           "base_url": "http://127.0.0.1:9/anthropic"})
+    config = Config(root=tmp_path, file="skillopt.yml", models=MappingProxyType({"target": model}))
+    return ModelPool(config, ResponseCache(tmp_path / "cache.sqlite", "off"), env={key_var: FAKE_KEY})
+
+
+def rollout(tmp_path: Path, binary: Path, provider: str = "anthropic", **options):
+    from skillopt_ci.core.skill import load_skill
+    from skillopt_ci.core.task import Task
+    from skillopt_ci.envs.base import RolloutRequest
+    from skillopt_ci.envs.registry import build_environment
+
+    suite = SUITE_DATA / "eval_suites/shout"
+    env = build_environment({"type": "claude-code", "binary": str(binary), **options}, suite)
+    skill = load_skill(SUITE_DATA / "skills/shout/SKILL.md")
+    request = RolloutRequest(skill=skill, task=Task("v1", "hi", "HI!"), prompt="-x: write answer.txt", suite_dir=suite)
+    pool = pool_for(tmp_path, provider)
+    return env, pool, asyncio.run(env.run(request, pool))
+
+
+def test_the_cli_gets_the_target_endpoint_quiet_switches_a_fresh_home_and_the_suites_settings(tmp_path):
+    env, pool, done = rollout(tmp_path, fake_cli(tmp_path, REPORTER), max_turns=4, instructions_file=True)
+    try:
+        assert done.error is None, done.error
+        seen = json.loads(done.output)
+        assert seen["argv"][:3] == ["-p", "--output-format", "stream-json"]
+        argv = " ".join(seen["argv"])
+        assert "--max-turns 4" in argv and "--model sim-claude" in argv and "--permission-mode acceptEdits" in argv
+        assert "--allowedTools=Bash,Read,Write,Edit,Glob,Grep,Skill" in argv
+        assert seen["argv"][-2:] == ["--", "-x: write answer.txt"]  # a prompt starting with "-" stays the prompt
+        variables = seen["env"]
+        assert variables["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/anthropic"
+        assert variables["ANTHROPIC_API_KEY"] == FAKE_KEY and variables["OPENAI_API_KEY"] is None
+        assert variables["CLAUDE_CODE_MAX_RETRIES"] == "0" and variables["IS_SANDBOX"] is None
+        assert all(variables[n] == "1" for n in ("DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
+                                                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"))
+        home, workspace = Path(variables["HOME"]), Path(seen["cwd"])
+        assert workspace == done.workspace and workspace not in home.parents and home != workspace
+        assert Path(variables["TMPDIR"]).parent == home
+        assert (workspace / ".claude/skills/shout/SKILL.md").read_text().startswith("---\nname: shout")
+        assert (workspace / ".claude/skills/shout/references/style.md").is_file()  # the whole folder
+        assert "Write the answer in upper case." in (workspace / "CLAUDE.md").read_text()
+        assert env.identity()["cli_version"] == "9.8.7 (Claude Code)"
+        # The CLI's own figures are the rollout's and the ledger's.
+        assert done.cost_usd == pytest.approx(0.25) and (done.usage.input_tokens, done.usage.output_tokens) == (10, 5)
+        assert pool.total_spend().cost_usd == pytest.approx(0.25)
+    finally:
+        done.close()
+    assert not home.exists() and not workspace.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="IS_SANDBOX matters only as root")
+def test_as_root_skipping_permissions_sets_is_sandbox(tmp_path):
+    _, _, done = rollout(tmp_path, fake_cli(tmp_path, REPORTER), permission_mode="bypassPermissions")
+    done.close()
+    assert json.loads(done.output)["env"]["IS_SANDBOX"] == "1"
+
+
+def test_a_non_anthropic_target_is_an_input_error_naming_the_provider(tmp_path):
+    from skillopt_ci.core.errors import InputError
+
+    with pytest.raises(InputError, match="provider anthropic"):
+        rollout(tmp_path, fake_cli(tmp_path, REPORTER), provider="openai")
+
+
+def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp_path):
+    _, _, done = rollout(tmp_path, fake_cli(tmp_path, FAILING))
+    done.close()
+    assert done.error["kind"] == "agent_failed"
+    assert "auth failed for key" in done.error["message"] and FAKE_KEY not in done.error["message"]
+    assert FAKE_KEY not in json.dumps([s.to_dict() for s in done.steps]) + (done.transcript or "")
+    assert done.steps[0].kind == "observation" and done.steps[-1].kind == "error"
+
+
+def test_a_hanging_cli_is_killed_with_its_children_at_the_time_limit(tmp_path):
+    script = f"PID_FILE = {str(tmp_path / 'child.pid')!r}\n{HANGING}"
+    _, _, done = rollout(tmp_path, fake_cli(tmp_path, script), time_limit_s=2)
+    done.close()
+    assert done.error["kind"] == "time_limit"
+    assert [s.kind for s in done.steps][0] == "observation"  # the steps before the limit are kept
+    child = int((tmp_path / "child.pid").read_text())
+    assert not alive(child)
+
+
+def alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie waiting for a parent to collect it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_missing_binary_is_an_input_error_and_validate_exits_2(tmp_path):
+    from skillopt_ci.core.errors import InputError
+    from skillopt_ci.envs.registry import build_environment
+
+    with pytest.raises(InputError, match="not found") as caught:
+        build_environment({"type": "claude-code", "binary": "claude-not-installed"}, SUITE_DATA / "eval_suites/shout")
+    assert "@anthropic-ai/claude-code@" in caught.value.message and "install-agents" in caught.value.message
+    with ScriptedModelServer(AgentScript()) as server:
+        project = claude_project(tmp_path / "p", server, "claude-not-installed")
+    res = run_cli("validate", cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+    assert res.code == 2
+    first = res.err.splitlines()[0]
+    assert "the agent CLI 'claude-not-installed' was not found" in first and "skillopt-ci install-agents" in first
+
+
+def test_a_gate_between_two_skill_versions_with_the_real_cli_and_a_free_rerun(tmp_path):
+    from test_gate import commit_on_branch, git
+
+    binary = claude_bin()
+    with ScriptedModelServer(AgentScript()) as server:
+        root = claude_project(tmp_path / "repo", server, binary)
+        (root / ".gitignore").write_text(".skillopt/\n")
+        git(root, "init", "-q", "-b", "main")
+        git(root, "config", "user.email", "dev@example.com")
+        git(root, "config", "user.name", "Dev")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "base")
+        skill = root / "skills/shout/SKILL.md"
+        commit_on_branch(root, "quieter", {"skills/shout/SKILL.md": skill.read_text().replace("End with an exclamation mark.\n", "")})
+        keys = {"ANTHROPIC_API_KEY": FAKE_KEY}
+        out = tmp_path / "gate"
+        res = run_cli("gate", "--base", "main", "--head", "quieter", "--out", str(out), "--quiet", cwd=root, env=keys)
+        assert res.code == 1, res.err
+        assert "shout" in res.out and "regressed (fails)" in res.out
+        compared = json.loads((out / "gate.json").read_text())["skills"][0]["comparison"]
+        assert compared["base_mean"] == 1.0 and compared["head_mean"] == 0.0 and compared["n_paired"] == 6
+        calls = server.call_count
+        # Unchanged skills, suite and CLI: the whole rollouts come from the cache, no model call.
+        again = run_cli("gate", "--base", "main", "--head", "quieter", "--out", str(tmp_path / "again"), "--quiet",
+                        cwd=root, env=keys)
+        assert again.code == 1, again.err
+        assert server.call_count == calls
+    assert FAKE_KEY not in all_text_under(out, tmp_path / "again", root)
+
+
+def test_a_short_training_run_reads_what_the_agent_did(tmp_path):
+    from skillopt_ci.testing.optimizer_sim import OptimizerSim
+
+    binary = claude_bin()
+    agent, optimizer = AgentScript(), OptimizerSim()
+
+    def policy(request):
+        return optimizer(request) if request.model == "sim-optimizer-1" else agent(request)
+
+    with ScriptedModelServer(policy) as server:
+        project = claude_project(tmp_path / "p", server, binary)
+        skill = project / "skills/shout/SKILL.md"
+        skill.write_text(skill.read_text().replace("End with an exclamation mark.\n", ""))  # every task fails
+        res = run_cli("train", "--skill", "shout", "--out", str(tmp_path / "train"), "--quiet", "--epochs", "1",
+                      cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+        assert res.code in (0, 1), res.err
+        prompts = [c.request.last_user for c in server.calls if c.request.model == "sim-optimizer-1"]
+    assert prompts, "the optimizer was never asked"
+    assert any("Skill" in p and "Bash" in p and "answer.txt" in p for p in prompts)
+    assert FAKE_KEY not in all_text_under(tmp_path / "train")
