@@ -607,3 +607,15 @@ def test_ctrl_c_during_a_command_kills_it_and_removes_the_workspace(loop):
     assert "KeyboardInterrupt" in err
     assert not path.exists()
     assert running_in(path) == []
+
+
+def test_a_kept_text_file_holding_a_secret_is_redacted(tmp_path, ws):
+    from skillopt_ci.core.redact import SECRETS
+
+    key = "sk-kept-file-secret-0123456789abcdef"
+    SECRETS.add(key)
+    ws.write_text("env.txt", f"ANTHROPIC_API_KEY={key}\nok\n")
+    (ws.path / "blob.bin").write_bytes(b"\xff\x00" + key.encode())
+    assert sorted(ws.keep(tmp_path / "kept", max_bytes=10_000)) == ["blob.bin", "env.txt"]
+    kept = (tmp_path / "kept/env.txt").read_text()
+    assert key not in kept and kept.endswith("ok\n")

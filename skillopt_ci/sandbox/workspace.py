@@ -26,6 +26,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from skillopt_ci.core.redact import redact
 from skillopt_ci.sandbox import files
 from skillopt_ci.sandbox.isolation import SCRATCH, clean_environment
 from skillopt_ci.sandbox.paths import SandboxError, confine, open_confined, walk
@@ -153,7 +154,9 @@ class Workspace:
 
     def keep(self, dest: Path, max_bytes: int) -> list[str]:
         """Copy the written files to ``dest`` when their total size is at most ``max_bytes``;
-        otherwise copy none. Returns the workspace-relative paths copied."""
+        otherwise copy none. Returns the workspace-relative paths copied. The copies are a sink
+        like every file of a run directory: a text file is redacted (an agent may have written
+        out its own environment)."""
         sizes = {}
         for relative in self.written_files():
             with contextlib.suppress(OSError):
@@ -166,6 +169,7 @@ class Workspace:
                 files.copy_out(self.path, relative, Path(dest) / relative)
             except SandboxError:
                 continue  # made unreadable or replaced by a symlink since the listing
+            _redact_file(Path(dest) / relative)
             kept.append(relative)
         return kept
 
@@ -232,3 +236,14 @@ def cleanup_all() -> None:
     for workspace in live:
         with contextlib.suppress(Exception):
             workspace.cleanup()
+
+
+def _redact_file(path: Path) -> None:
+    """Mask secrets in a kept text file (binary files, which cannot hold a readable key, stay)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    masked = redact(text)
+    if masked != text:
+        path.write_text(masked, encoding="utf-8")
