@@ -1,8 +1,8 @@
 """Where the tests find the real agent CLIs (Codex, Claude Code).
 
 ``agent_bin(name)`` returns the binary ``name`` (``codex``, ``claude``; an environment name such
-as ``claude-code`` also works) from PATH, else from ``$SKILLOPT_AGENT_CLIS/node_modules/.bin``
-(the folder ``./test.sh`` installs the pinned versions into), and skips the test when neither
+as ``claude-code`` also works) from ``$SKILLOPT_AGENT_CLIS/node_modules/.bin`` (the folder
+``./test.sh`` installs the pinned versions into), else from PATH, and skips the test when neither
 has it, so a machine without Node runs everything else.
 """
 
@@ -27,10 +27,10 @@ def installed_bin_dir() -> Path | None:
 
 def agent_bin(name: str) -> Path:
     binary = AGENT_CLIS[name].binary if name in AGENT_CLIS else name
+    bin_dir = installed_bin_dir()
+    if bin_dir is not None and os.access(bin_dir / binary, os.X_OK):
+        return bin_dir / binary  # the pinned versions first
     found = shutil.which(binary)
     if found:
         return Path(found)
-    bin_dir = installed_bin_dir()
-    if bin_dir is not None and os.access(bin_dir / binary, os.X_OK):
-        return bin_dir / binary
     pytest.skip(f"{binary} not found: {SKIP_REASON}")

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from agent_fixtures import agent_bin
 from skillopt_ci.testing import Fault, ScriptedModelServer
 from skillopt_ci.testing.agents import AgentScript
 
@@ -23,18 +23,6 @@ PLAIN = "---\nname: shout\ndescription: How to write answers for this project.\n
         "Write the answer.\n"
 PROMPT = "Write the answer to answer.txt. answer: hello world"
 KEY = "sk-scripted-test-key"
-
-
-def find_cli(name: str) -> str:
-    folder = os.environ.get("SKILLOPT_AGENT_CLIS")
-    if folder:
-        candidate = Path(folder) / "node_modules" / ".bin" / name
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which(name)
-    if found is None:
-        pytest.skip(f"the {name} CLI is not installed: run ./test.sh or skillopt-ci install-agents")
-    return found
 
 
 @pytest.fixture
@@ -81,7 +69,7 @@ exporter = "none"
 enabled = false
 """)
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(codex_home), "SCRIPTED_API_KEY": KEY}
-    argv = [find_cli("codex"), "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--disable", "plugins",
+    argv = [str(agent_bin("codex")), "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--disable", "plugins",
             "-C", str(workspace), PROMPT]
     done = subprocess.run(argv, cwd=workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, timeout=120)
@@ -95,7 +83,7 @@ def run_claude(server: ScriptedModelServer, tmp_path: Path, body: str,
            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
            "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
            "CLAUDE_CODE_MAX_RETRIES": "0"}
-    argv = [find_cli("claude"), "-p", PROMPT, "--output-format", "stream-json", "--verbose", "--max-turns", "8",
+    argv = [str(agent_bin("claude")), "-p", PROMPT, "--output-format", "stream-json", "--verbose", "--max-turns", "8",
             "--model", "claude-sonnet-test", "--permission-mode", "acceptEdits",
             "--allowedTools", "Bash,Read,Write,Edit,Glob,Grep,Skill"]
     done = subprocess.run(argv, cwd=workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True,

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import stat
 import sys
 import textwrap
@@ -285,19 +283,6 @@ def test_a_cli_past_max_turns_is_killed_at_the_turn_that_exceeds_it(tmp_path):
 
 
 # -- the real CLI ----------------------------------------------------------------------------------
-
-def agent_bin(name: str) -> str:
-    """The installed CLI from PATH or SKILLOPT_AGENT_CLIS; skip when absent."""
-    folder = os.environ.get("SKILLOPT_AGENT_CLIS")
-    if folder:
-        candidate = Path(folder) / "node_modules" / ".bin" / name
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which(name)
-    if found is None:
-        pytest.skip(f"{name} is not installed: run ./test.sh or skillopt-ci install-agents")
-    return found
-
 
 def test_a_skill_without_front_matter_gets_a_name_and_description_to_be_listed_by():
     from skillopt_ci.core.skill import parse_skill

@@ -85,17 +85,21 @@ def score(output, task, rollout):
 '''
 
 
+def install_plugin(site: Path, monkeypatch, module: str, source: str, name: str, cls: str) -> Path:
+    """A distribution on sys.path whose module ``module`` declares environment ``name``."""
+    info = site / f"{module}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / f"{module}.py").write_text(source)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[skillopt_ci.environments]\n{name} = {module}:{cls}\n")
+    monkeypatch.syspath_prepend(str(site))
+    return site
+
+
 @pytest.fixture
 def plugin(tmp_path, monkeypatch):
     """A distribution on sys.path that declares the ``two-pass`` environment."""
-    site = tmp_path / "site"
-    (site / "twopass_plugin-0.1.dist-info").mkdir(parents=True)
-    (site / "twopass_plugin.py").write_text(PLUGIN)
-    (site / "twopass_plugin-0.1.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: twopass-plugin\nVersion: 0.1\n")
-    (site / "twopass_plugin-0.1.dist-info/entry_points.txt").write_text(
-        "[skillopt_ci.environments]\ntwo-pass = twopass_plugin:TwoPass\n")
-    monkeypatch.syspath_prepend(str(site))
-    return site
+    return install_plugin(tmp_path / "site", monkeypatch, "twopass_plugin", PLUGIN, "two-pass", "TwoPass")
 
 
 def use_environment(project: Path, environment: object, scorer: dict | None = None) -> None:
@@ -195,13 +199,7 @@ class Counting(BaseEnvironment):
 
 @pytest.fixture
 def counting(tmp_path, monkeypatch):
-    site = tmp_path / "site2"
-    (site / "counting_plugin-0.1.dist-info").mkdir(parents=True)
-    (site / "counting_plugin.py").write_text(COUNTING)
-    (site / "counting_plugin-0.1.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: counting-plugin\nVersion: 0.1\n")
-    (site / "counting_plugin-0.1.dist-info/entry_points.txt").write_text(
-        "[skillopt_ci.environments]\ncounting = counting_plugin:Counting\n")
-    monkeypatch.syspath_prepend(str(site))
+    install_plugin(tmp_path / "site2", monkeypatch, "counting_plugin", COUNTING, "counting", "Counting")
     log = tmp_path / "runs.log"
     monkeypatch.setenv("COUNTING_LOG", str(log))
     return log

@@ -40,10 +40,9 @@ from typing import Any, ClassVar
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.redact import redact
-from skillopt_ci.core.task import task_paths
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs.agent_clis import AGENT_CLIS
-from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest
+from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace
 from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.sandbox import SandboxError, SandboxLimits, Workspace, clean_environment
@@ -178,7 +177,7 @@ class AgentEnvironment(BaseEnvironment):
     async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
         started = time.monotonic()
         endpoint = self.endpoint(models)
-        workspace = self._workspace(request)
+        workspace = task_workspace(request, lambda ws: self._install(request, ws))
         home = Path(tempfile.mkdtemp(prefix=HOME_PREFIX))
 
         def release() -> None:
@@ -216,28 +215,6 @@ class AgentEnvironment(BaseEnvironment):
             files=written,
             release=release,
         )
-
-    def _workspace(self, request: RolloutRequest) -> Workspace:
-        task = request.task
-        files = {}
-        for dest, relative in task_paths(task, "files").items():
-            source = request.suite_dir / relative
-            if not source.exists():
-                raise InputError(f"task {task.id!r}: file {relative!r} not found in the suite directory",
-                                 where=task.source or None)
-            files[dest] = source
-        try:
-            workspace = Workspace.create(files)
-        except SandboxError as exc:
-            raise InputError(f"task {task.id!r}: {exc.message}", where=task.source or None) from None
-        try:
-            self._install(request, workspace)
-        except BaseException as exc:
-            workspace.cleanup()
-            if isinstance(exc, SandboxError):
-                raise InputError(f"skill {request.skill.name!r}: {exc.message}", where=request.skill.path or None) from None
-            raise
-        return workspace
 
     def _install(self, request: RolloutRequest, workspace: Workspace) -> None:
         skill = request.skill

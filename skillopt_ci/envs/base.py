@@ -13,6 +13,7 @@ suite (a tool module that does not load) and lets ``asyncio.CancelledError`` thr
 from __future__ import annotations
 
 import mimetypes
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -24,6 +25,7 @@ from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.task import Task, task_paths
 from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.models.base import ModelCaller
+from skillopt_ci.sandbox import SandboxError, Workspace
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
                ".webp": "image/webp"}
@@ -127,3 +129,29 @@ def keep_image(image: ImagePart, image_dir: Path | None) -> str:
             partial.write_bytes(image.data)
             partial.replace(target)
     return f"images/{name}"
+
+
+def task_workspace(request: RolloutRequest, install: Callable[[Workspace], None]) -> Workspace:
+    """A fresh sandbox workspace holding the task's ``files``, then ``install`` (putting the skill
+    where the agent finds it) run in it. A missing or refused file is an ``InputError`` naming the
+    task (or the skill); a failed install removes the workspace."""
+    task = request.task
+    files = {}
+    for dest, relative in task_paths(task, "files").items():
+        source = request.suite_dir / relative
+        if not source.exists():
+            raise InputError(f"task {task.id!r}: file {relative!r} not found in the suite directory",
+                             where=task.source or None)
+        files[dest] = source
+    try:
+        workspace = Workspace.create(files)
+    except SandboxError as exc:
+        raise InputError(f"task {task.id!r}: {exc.message}", where=task.source or None) from None
+    try:
+        install(workspace)
+    except BaseException as exc:
+        workspace.cleanup()
+        if isinstance(exc, SandboxError):
+            raise InputError(f"skill {request.skill.name!r}: {exc.message}", where=request.skill.path or None) from None
+        raise
+    return workspace

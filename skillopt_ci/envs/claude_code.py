@@ -94,9 +94,7 @@ class ClaudeCodeEnvironment(AgentEnvironment):
         return [*argv, "--", prompt]  # "--": a prompt that starts with "-" is still the prompt
 
     def parse(self, stdout: str) -> Parsed:
-        stream = parse_stream(stdout)
-        return Parsed(steps=stream.steps, output=stream.output, usage=stream.usage, cost_usd=stream.cost_usd,
-                      failed=stream.failed)
+        return parse_stream(stdout)
 
 
 def _is_root() -> bool:

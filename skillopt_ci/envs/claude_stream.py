@@ -21,25 +21,20 @@ event means the CLI stopped early: that is a failure.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.trajectory import Step
+from skillopt_ci.envs.agent_cli import Parsed
 
 
 @dataclass
-class ClaudeStream:
-    """What one ``claude -p`` run reported. ``failed`` says why it did not finish (``None``: it did)."""
+class ClaudeStream(Parsed):
+    """What one ``claude -p`` run reported (what every agent CLI's output says, plus the turn count
+    Claude Code reports). ``failed`` says why it did not finish (``None``: it did)."""
 
-    steps: list[Step] = field(default_factory=list)
-    output: str = ""
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: float | None = None
-    failed: str | None = None
     num_turns: int | None = None
-    skills: tuple[str, ...] = ()
-    finish_reason: str | None = None
 
 
 def parse_stream(stdout: str) -> ClaudeStream:

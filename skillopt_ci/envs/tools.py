@@ -36,13 +36,13 @@ from skillopt_ci.envs.base import (
     RolloutRequest,
     keep_image,
     task_images,
-    task_paths,
+    task_workspace,
 )
 from skillopt_ci.envs.functions import file_digest
 from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.envs.toolbox import BUILTINS, Tool, ToolContext, ToolResult, build_tools, cap
 from skillopt_ci.models.base import Completion, ModelCaller
-from skillopt_ci.sandbox import SandboxError, SandboxLimits, Workspace
+from skillopt_ci.sandbox import SandboxLimits, Workspace
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class ToolsEnvironment(BaseEnvironment):
     async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
         progress = _Progress(time.monotonic())
         messages = self._messages(request, progress)
-        workspace = self._workspace(request)
+        workspace = task_workspace(request, lambda ws: self._install(request, ws))
         try:
             await asyncio.wait_for(self._turns(request, models, workspace, messages, progress), self.options.time_limit_s)
         except asyncio.TimeoutError:
@@ -138,29 +138,10 @@ class ToolsEnvironment(BaseEnvironment):
     def _skill_folder(request: RolloutRequest) -> Path | None:
         return getattr(request.skill, "folder", None) or request.skill_dir
 
-    def _workspace(self, request: RolloutRequest) -> Workspace:
-        task = request.task
-        files = {}
-        for dest, relative in task_paths(task, "files").items():
-            source = request.suite_dir / relative
-            if not source.exists():
-                raise InputError(f"task {task.id!r}: file {relative!r} not found in the suite directory",
-                                 where=task.source or None)
-            files[dest] = source
-        try:
-            workspace = Workspace.create(files)
-        except SandboxError as exc:
-            raise InputError(f"task {task.id!r}: {exc.message}", where=task.source or None) from None
+    def _install(self, request: RolloutRequest, workspace: Workspace) -> None:
         folder = self._skill_folder(request)
         if folder is not None:
-            try:
-                workspace.install_skill(Path(folder), f"skills/{request.skill.name}", request.skill.text)
-            except BaseException as exc:
-                workspace.cleanup()
-                if isinstance(exc, SandboxError):
-                    raise InputError(f"skill {request.skill.name!r}: {exc.message}", where=request.skill.path or None) from None
-                raise
-        return workspace
+            workspace.install_skill(Path(folder), f"skills/{request.skill.name}", request.skill.text)
 
     async def _turns(self, request: RolloutRequest, models: ModelCaller, workspace: Workspace,
                      messages: list[Message], progress: _Progress) -> None:
