@@ -134,3 +134,16 @@ def test_report_soft_and_feedback_name_both_numbers():
     empty = build_scorer({"type": "officeqa"}, ".").score("", task("12.5"))
     assert (empty.value, empty.passed) == (0.0, False)
     assert empty.feedback == 'official: hard 0, soft 0.00: no answer (the rollout ended without one); expected "12.5"'
+
+
+@pytest.mark.parametrize("gold, answer, right", [
+    ("[Massachusetts, 0.866]", "Massachusetts, 0.866", True),   # a label/value list: one number, words must agree
+    ("[Massachusetts, 0.866]", "0.866", False),
+    ("1999-2001", "1999-2001", True),
+    ("1999-2001", "1999 to 2001", False),  # the parser reads "-2001" as a negative number, as the official one does
+    ("5 and 6 million", "5 million and 6 million", True),  # a unit within 20 characters applies to both numbers
+    ("-3.4", "\u22123.4", True),
+    ("2003", "2,003", True),
+])
+def test_official_quirks_are_kept(gold, answer, right):
+    assert official_match(gold, answer)[0] is right
