@@ -16,6 +16,7 @@ from skillopt_ci.scorers.base import Score, Scorer
 from skillopt_ci.scorers.json_scorer import JsonScorer
 from skillopt_ci.scorers.judge import Judge
 from skillopt_ci.scorers.numeric import Numeric
+from skillopt_ci.scorers.officeqa import OfficeQAScorer
 from skillopt_ci.scorers.python_scorer import PythonScorer
 from skillopt_ci.scorers.reward import RewardScorer
 from skillopt_ci.scorers.text import Anls, Choice, Contains, Exact, Regex, TokenF1
@@ -36,6 +37,7 @@ SCORERS: dict[str, type[Scorer]] = {
         Judge,
         RewardScorer,
         VerifyScorer,
+        OfficeQAScorer,
     )
 }
 SCORER_NAMES: tuple[str, ...] = tuple(SCORERS)
