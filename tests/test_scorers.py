@@ -752,6 +752,9 @@ def test_registry_names():
         "llm_judge",
         "reward",
         "verify",
+        "searchqa",
+        "livemath",
+        "docvqa",
     }
     assert all(issubclass(cls, Scorer) and cls.name == name for name, cls in SCORERS.items())
     assert scorer_options("exact") == {
