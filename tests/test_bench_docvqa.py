@@ -66,13 +66,14 @@ def test_the_csv_per_split_layout_imports_with_its_images(tmp_path):
     assert (suite / name).read_bytes() == (parquet_suite / name).read_bytes()
 
 
-def test_a_document_path_marker_in_the_question_gives_the_image(tmp_path):
+def test_a_document_path_marker_in_the_question_gives_the_image_and_answers_may_be_named_answers(tmp_path):
     manifest = write_small_manifest("docvqa", tmp_path / "manifest")
     source = fixture.write_fixture(tmp_path / "data", fmt="csv")
     table = source / "train" / "docvqa_train.csv"
     rows = list(csv.DictReader(table.open()))
     rows[0]["question"] += " document_path: " + rows[0]["image_path"]
     rows[0]["image_path"] = ""
+    rows = [{("answers" if k == "answer" else k): v for k, v in r.items()} for r in rows]  # either column name
     with table.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -80,7 +81,9 @@ def test_a_document_path_marker_in_the_question_gives_the_image(tmp_path):
     result = run_cli("bench", "import", "docvqa", "--from", str(source), "--manifest", str(manifest),
                      "--out", str(tmp_path / "suite"))
     assert result.code == 0, result.err
-    assert _tasks(tmp_path / "suite", "train")[0]["input"] == "What is the date of the letter?"
+    first = _tasks(tmp_path / "suite", "train")[0]
+    assert first["input"] == "What is the date of the letter?" and first["images"] == ["images/q50877_d14724.png"]
+    assert isinstance(first["expected"], list) and first["expected"][0].count("/") == 2
 
 
 def _import(tmp_path, source, manifest):

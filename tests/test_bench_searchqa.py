@@ -48,6 +48,22 @@ def test_jsonl_rows_import_as_well(tmp_path):
     assert first["id"] == "221c83e6630f4e7983da48fa28da1882" and first["expected"] == ["Lyon"]
 
 
+def test_json_arrays_and_json_lines_in_a_json_file_import_too(tmp_path):
+    manifest = write_small_manifest("searchqa", tmp_path / "manifest")
+    source = fixture.write_fixture(tmp_path / "data", fmt="jsonl")
+    for path in sorted((source / "data").glob("*.jsonl")):
+        if path.name.startswith("train"):  # JSON Lines under a .json name, as datasets' to_json writes them
+            path.rename(path.with_suffix(".json"))
+        else:
+            rows = [json.loads(x) for x in path.read_text().splitlines()]
+            path.with_suffix(".json").write_text(json.dumps(rows))
+            path.unlink()
+    result = run_cli("bench", "import", "searchqa", "--from", str(source), "--manifest", str(manifest),
+                     "--out", str(tmp_path / "suite"))
+    assert result.code == 0, result.err
+    assert "9 of 11 rows used" in result.out
+
+
 def _rows(path):
     return pq.read_table(path).to_pylist()
 

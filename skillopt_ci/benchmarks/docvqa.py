@@ -93,7 +93,8 @@ def _csv_rows(files: list[Path], source: Path, manifest: Manifest, counter: list
             raise InputError(f"cannot read CSV: {exc}", where=str(path)) from None
         for index, row in enumerate(rows):
             where = f"{path} row {index + 2}"  # the header is line 1
-            missing = [c for c in ("questionId", "question", "answer") if c not in row]
+            answer = "answer" if "answer" in row else "answers"
+            missing = [c for c in ("questionId", "question", answer) if c not in row]
             if missing:
                 raise InputError(f"no {', '.join(missing)} column", where=str(path), hint=DATA_HELP)
             counter[0] += 1
@@ -101,7 +102,7 @@ def _csv_rows(files: list[Path], source: Path, manifest: Manifest, counter: list
                 continue
             question, marked = _split_marker(row["question"])
             image = _csv_image(row.get("image_path") or marked, path, source, where)
-            yield row["questionId"], {"question": question, "answers": parse_answers(row["answer"], where),
+            yield row["questionId"], {"question": question, "answers": parse_answers(row[answer], where),
                                       "docId": row.get("docId"), "topic": row.get("topic", ""),
                                       "image": image, "where": where}, where
 

@@ -1,5 +1,5 @@
 """Rows of a Hugging Face dataset download: parquet files (read in batches, only the rows a manifest
-names kept whole), JSON arrays and JSON Lines.
+names kept whole), JSON arrays and JSON Lines (also under a ``.json`` name, as ``to_json`` writes).
 
 :class:`RowScan` yields ``(id, row, where)`` triples for :func:`manifest.pick`, with ``where``
 naming the file and the row (``data/validation-00000-of-00001.parquet row 17``), and counts every
@@ -96,6 +96,9 @@ def _json_records(text: str, path: Path) -> Iterator[tuple[Any, str]]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
+            if exc.msg == "Extra data" and exc.lineno > 1:  # JSON Lines in a .json file (datasets' to_json)
+                yield from _json_lines(text, path)
+                return
             raise InputError(f"not valid JSON: {exc.msg}", where=f"{path}:{exc.lineno}") from None
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
@@ -103,6 +106,10 @@ def _json_records(text: str, path: Path) -> Iterator[tuple[Any, str]]:
             raise InputError("a .json data file must hold a list of rows", where=str(path))
         yield from ((row, f"{path} row {i}") for i, row in enumerate(data))
         return
+    yield from _json_lines(text, path)
+
+
+def _json_lines(text: str, path: Path) -> Iterator[tuple[Any, str]]:
     for lineno, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
