@@ -105,6 +105,20 @@ def test_a_file_without_the_answers_column_is_named(tmp_path):
     assert result.code == 2 and "rows.jsonl:1: no answers field" in result.err
 
 
+def test_a_row_without_golds_is_named_with_its_line(tmp_path):
+    manifest = write_small_manifest("searchqa", tmp_path / "manifest")
+    source = fixture.write_fixture(tmp_path / "data", fmt="jsonl")
+    path = source / "data" / "validation-00000-of-00001.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    rows[4]["answers"] = []
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run_cli("bench", "import", "searchqa", "--from", str(source), "--manifest", str(manifest),
+                     "--out", str(tmp_path / "suite"))
+    assert result.code == 2
+    assert "validation-00000-of-00001.jsonl:5: row '52967b20d9564d5b94756bc0b3d113d6': answers must be a non-empty list" \
+        in result.err
+
+
 def test_parquet_without_pyarrow_is_one_line_naming_the_extra(tmp_path, monkeypatch):
     source = fixture.write_fixture(tmp_path / "data")
     manifest = write_small_manifest("searchqa", tmp_path / "manifest")

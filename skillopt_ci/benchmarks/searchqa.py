@@ -87,15 +87,9 @@ def read(source: Path, manifest: Manifest) -> SuiteDraft:
     if not files:
         raise InputError("no .parquet, .jsonl or .json files here", where=str(source), hint=DATA_HELP)
     scan = RowScan(NAME, "key", COLUMNS, manifest.ids())
-    places: dict[str, str] = {}
-
-    def rows():
-        for row_id, row, where in scan.rows(files):
-            places[row_id] = where
-            yield row_id, row, where
-
-    picked = pick(manifest, rows(), str(source))
-    tasks = {split: [task_record(row, places[str(row["key"])]) for row in rows_] for split, rows_ in picked.items()}
+    rows = ((row_id, (row, where), where) for row_id, row, where in scan.rows(files))
+    picked = pick(manifest, rows, str(source))
+    tasks = {split: [task_record(row, where) for row, where in found] for split, found in picked.items()}
     cut = sum(t["metadata"]["truncated"] for split in tasks.values() for t in split)
     return SuiteDraft(
         name=NAME,
