@@ -753,6 +753,9 @@ def test_registry_names():
         "reward",
         "verify",
         "officeqa",
+        "searchqa",
+        "livemath",
+        "docvqa",
     }
     assert all(issubclass(cls, Scorer) and cls.name == name for name, cls in SCORERS.items())
     assert scorer_options("exact") == {

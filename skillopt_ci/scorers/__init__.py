@@ -13,6 +13,7 @@ from typing import Any
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.options import options_to_dict, parse_options
 from skillopt_ci.scorers.base import Score, Scorer
+from skillopt_ci.scorers.benchmarks_text import DocVQAScorer, LiveMathScorer, SearchQAScorer
 from skillopt_ci.scorers.json_scorer import JsonScorer
 from skillopt_ci.scorers.judge import Judge
 from skillopt_ci.scorers.numeric import Numeric
@@ -38,6 +39,9 @@ SCORERS: dict[str, type[Scorer]] = {
         RewardScorer,
         VerifyScorer,
         OfficeQAScorer,
+        SearchQAScorer,
+        LiveMathScorer,
+        DocVQAScorer,
     )
 }
 SCORER_NAMES: tuple[str, ...] = tuple(SCORERS)
