@@ -64,11 +64,3 @@ def bench_run(state: State, skill: Path, benchmarks: str | None, envs: str | Non
     click.echo(bench_text(outcome.table))
     click.echo(f"\nwritten: {display_path(outcome.out / 'bench.md')}, {display_path(outcome.out / 'bench.json')}")
     sys.exit(exit_code(outcome.table))
-
-
-@click.group(name="bench")
-def bench() -> None:
-    """Import the method's benchmarks and evaluate a skill on them."""
-
-
-bench.add_command(bench_run)
