@@ -57,8 +57,8 @@ IMPORT_HINT = 'import it first: skillopt-ci bench import {name} --from PATH'
 # Environments whose tasks only they can run: their suites carry what the rollout is made of
 # (a world to play, code to run on every test case), which no other environment reads.
 BOUND = {
-    "interactive": "its tasks are episodes in the suite's world (reset/step); only the interactive environment plays them",
-    "codegen": "its tasks run the model's code on every test case; only the codegen environment does that",
+    "interactive": "its tasks are episodes in its world; only interactive plays them",
+    "codegen": "its tasks run the model's code on every test case; only codegen does",
 }
 
 
@@ -160,9 +160,9 @@ def environment_for(suite: Suite, kind: str) -> dict[str, Any] | str:
     if kind == own_kind:
         return own
     if own_kind in BOUND:
-        return f"the suite's environment is {own_kind}: {BOUND[own_kind]}"
+        return f"{own_kind} suite: {BOUND[own_kind]}"
     if kind in BOUND:
-        return f"{kind} needs a suite made for it ({BOUND[kind]}); this suite's environment is {own_kind}"
+        return f"{kind} needs a suite made for it; this one is a {own_kind} suite"
     try:
         accepted = {f.name for f in fields(environment_class(kind).Options)}
     except TypeError:  # Options without fields
@@ -185,7 +185,7 @@ def plan_cells(skill: Skill, suites: Sequence[Suite], request: BenchRequest) -> 
     cells = []
     for i, suite in enumerate(suites):
         own_kind = str(dict(suite.environment).get("type", "chat"))
-        for column, kind in zip(column_labels(request.envs), request.envs or (own_kind,)):
+        for column, kind in zip(column_labels(request.envs), request.envs or (own_kind,), strict=True):
             spec = environment_for(suite, kind)
             if isinstance(spec, str):
                 cells.append(_Cell(i, column, kind, reason=spec))
@@ -276,7 +276,7 @@ def _table(config: Config, skill: Skill, request: BenchRequest, found: Sequence[
     rows = tuple(
         BenchRow(f.benchmark, title_of(f, names.count(f.benchmark) > 1), suite.display,
                  str(dict(suite.environment).get("type", "chat")), tuple(per_row.get(i, ())))
-        for i, (f, suite) in enumerate(zip(found, suites))
+        for i, (f, suite) in enumerate(zip(found, suites, strict=True))
     )
     target = config.models["target"]
     notes = (f"only the first {request.limit} tasks of each split",) if request.limit else ()

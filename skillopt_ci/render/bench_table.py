@@ -84,10 +84,14 @@ class BenchTable:
                 "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes)}
 
 
-def cell_text(cell: BenchCell) -> str:
-    """``0.600 [0.120, 1.000] · n 5 · $0.0012 · 0 errors``; a cell that did not run says why."""
+def cell_text(cell: BenchCell, limit: int | None = None) -> str:
+    """``0.600 [0.120, 1.000] · n 5 · $0.0012 · 0 errors``; a cell that did not run says why
+    (cut to ``limit`` characters, see :func:`long_reasons`)."""
     if cell.state != RAN or cell.summary is None:
-        return f"{cell.state}: {cell.reason or 'no reason recorded'}"
+        reason = cell.reason or "no reason recorded"
+        if limit is not None and len(reason) > limit:
+            reason = reason[:limit - 1].rstrip() + "…"
+        return f"{cell.state}: {reason}"
     s = cell.summary
     n = str(s.n_tasks) if s.n_tasks_scored == s.n_tasks else f"{s.n_tasks_scored}/{s.n_tasks}"
     parts = [fmt_score(s.mean) + fmt_ci(s.ci95), f"n {n}", fmt_cost(s.cost_usd),
@@ -97,7 +101,17 @@ def cell_text(cell: BenchCell) -> str:
     return " · ".join(parts)
 
 
-def _rows(table: BenchTable, escape: bool) -> list[dict[str, str]]:
+def long_reasons(table: BenchTable, limit: int) -> list[str]:
+    """The reasons cut in the terminal table, in full, once each: ``Fake QA · codex: ...``."""
+    where: dict[str, list[str]] = {}
+    for row in table.rows:
+        for cell in row.cells:
+            if cell.state != RAN and cell.reason and len(cell.reason) > limit:
+                where.setdefault(f"{cell.state}: {cell.reason}", []).append(f"{row.title} · {cell.environment}")
+    return [f"{', '.join(places)}: {reason}" for reason, places in where.items()]
+
+
+def _rows(table: BenchTable, escape: bool, limit: int | None = None) -> list[dict[str, str]]:
     text = (lambda t: escape_inline(t, 400)) if escape else (lambda t: t)
     own = table.columns == (OWN,)
     out = []
@@ -108,14 +122,17 @@ def _rows(table: BenchTable, escape: bool) -> list[dict[str, str]]:
         by_column = {c.column: c for c in row.cells}
         for column in table.columns:
             cell = by_column.get(column)
-            line[column] = text(cell_text(cell)) if cell else "—"
+            line[column] = text(cell_text(cell, limit)) if cell else "—"
         out.append(line)
     return out
 
 
-def bench_text(table: BenchTable) -> str:
-    """The table as the terminal shows it."""
-    return tabulate(_rows(table, escape=False), headers="keys", tablefmt="simple", disable_numparse=True)
+def bench_text(table: BenchTable, limit: int = 90) -> str:
+    """The table as the terminal shows it; reasons longer than ``limit`` are cut in their cell
+    and given in full below the table."""
+    text = tabulate(_rows(table, escape=False, limit=limit), headers="keys", tablefmt="simple", disable_numparse=True)
+    notes = [*table.notes, *long_reasons(table, limit)]
+    return text + ("\n\n" + "\n".join(notes) if notes else "")
 
 
 def heading(table: BenchTable) -> str:
