@@ -8,8 +8,8 @@ machine and no key is needed; every number printed is labelled as coming from a 
 
 ``demo --benchmark NAME`` does the same for one of the method's benchmarks, with nothing specific
 to it: the benchmark's fixture module (``skillopt_ci.testing.benchdata.<name>``) writes a tiny
-dataset in the upstream format, the benchmark's importer turns it into a suite (the real import
-path), the module's ``policy`` plays the target on the scripted server, and ``bench run``
+dataset in the upstream format (one record per id of the published manifest's first test ids),
+the benchmark's importer turns it into a suite (the real import path), the module's ``policy`` plays the target on the scripted server, and ``bench run``
 evaluates a skill on the first few test tasks and prints the results table.
 """
 
@@ -27,7 +27,7 @@ from types import MappingProxyType, ModuleType
 
 from skillopt_ci.benchmarks import benchmark_module
 from skillopt_ci.benchmarks.extras import require
-from skillopt_ci.benchmarks.manifest import load_manifest
+from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
 from skillopt_ci.benchmarks.run import BenchRequest, run_bench
 from skillopt_ci.benchmarks.writer import write_suite
 from skillopt_ci.core.errors import InputError
@@ -159,15 +159,23 @@ def variables(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def import_fixture(name: str, root: Path) -> tuple[Path, dict[str, str]]:
+def demo_manifest(name: str, tasks: int) -> Manifest:
+    """The published manifest of ``name`` cut to its first ``tasks`` test ids and two of each
+    other split: the fixture then holds one record per id, and the import needs no other."""
+    manifest = load_manifest(name)
+    keep = {split: items[:tasks if split == "test" else 2] for split, items in manifest.splits.items()}
+    return replace(manifest, splits=MappingProxyType(keep))
+
+
+def import_fixture(name: str, root: Path, tasks: int = BENCH_TASKS) -> tuple[Path, dict[str, str]]:
     """Write the fixture under ``root`` and import it with the benchmark's own importer into
     ``root/eval_suites/<name>``. Asset roots the suite names by a variable (``${ALFWORLD_DATA}``)
     are pointed at the fixture: the variables to set are returned with the suites folder."""
     module, fixture = benchmark_module(name), fixture_module(name)
     for extra in module.EXTRAS:
         require(extra, name)
-    data = fixture.write_fixture(root / "data")
-    manifest = load_manifest(name)
+    manifest = demo_manifest(name, tasks)
+    data = fixture.write_fixture(root / "data", manifest)
     draft = module.read(data, manifest)
     found = (re.match(r"\$\{(\w+)\}", folder) for folder in draft.asset_roots.values())
     names = {m.group(1): str(data) for m in found if m}
@@ -193,7 +201,7 @@ def run_benchmark_demo(name: str, out: Path | None, skill: Path | None = None,
     module, fixture = benchmark_module(name), fixture_module(name)
     with tempfile.TemporaryDirectory(prefix=f"skillopt-demo-{name}-") as tmp:
         root = out or Path(tmp)
-        suites, names = import_fixture(name, root)
+        suites, names = import_fixture(name, root, tasks)
         if skill is None:
             skill = root / "skills" / f"{name}-starter" / "SKILL.md"
             skill.parent.mkdir(parents=True, exist_ok=True)

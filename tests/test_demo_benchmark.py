@@ -33,7 +33,10 @@ def test_the_demo_imports_the_fixture_and_prints_the_table_of_five_tasks(fake):
     # the real import path wrote an ordinary suite with the benchmark's metadata and the manifest's splits
     suite = fake / "demo" / "eval_suites" / "fakeqa"
     assert "name: fakeqa" in (suite / "suite.yaml").read_text()
-    assert len((suite / "test.jsonl").read_text().splitlines()) == 8
+    # the fixture holds the published manifest's first 5 test ids (and 2 of each other split)
+    assert [json.loads(line)["id"] for line in (suite / "test.jsonl").read_text().splitlines()] == \
+        ["e1", "e2", "e3", "e4", "e5"]
+    assert len((suite / "train.jsonl").read_text().splitlines()) == 2
     table = json.loads((fake / "demo" / "bench" / "bench.json").read_text())
     assert table["rows"][0]["cells"]["as imported"]["n_tasks"] == 5
 
