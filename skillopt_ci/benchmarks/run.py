@@ -279,7 +279,7 @@ def _table(config: Config, skill: Skill, request: BenchRequest, found: Sequence[
         for i, (f, suite) in enumerate(zip(found, suites, strict=True))
     )
     target = config.models["target"]
-    notes = (f"only the first {request.limit} tasks of each split",) if request.limit else ()
+    notes = (f"only the first {request.limit} tasks of the split",) if request.limit else ()
     return BenchTable(skill={"name": skill.name, "hash": skill.hash},
                       model={"provider": target.provider, "model": target.model}, split=request.split,
                       columns=columns, rows=rows, shard=str(request.shard) if request.shard else None, notes=notes)
