@@ -160,3 +160,17 @@ def test_each_environment_column_runs_in_its_own_environment(bench):
     ran = {column: json.loads((root / cell["run_dir"] / "run.json").read_text()) for column, cell in cells.items()}
     assert "environment" not in ran["chat"] and ran["tools"]["environment"]["type"] == "tools"
     assert sum(1 for call in server.calls if call.request.tools) == 8  # the tools column offered tools
+
+
+def test_a_budget_stop_marks_the_cell_incomplete_and_exits_3(bench):
+    root, _ = bench
+    config = yaml.safe_load((root / "skillopt.yml").read_text())
+    config["budgets"] = {"max_tokens": 3000}  # two calls of 1,500 tokens
+    config["concurrency"] = 1
+    (root / "skillopt.yml").write_text(yaml.safe_dump(config))
+    result = bench_run(root, "--benchmarks", "fakeqa")
+    assert result.code == 3
+    qa = next(line for line in result.out.splitlines() if line.startswith("Fake QA"))
+    assert "n 2/8" in qa and "incomplete (token budget reached" in qa
+    again = bench_run(root, "--benchmarks", "fakeqa")  # the same command resumes, and stops again
+    assert again.code == 3
