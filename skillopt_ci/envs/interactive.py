@@ -3,7 +3,9 @@
 The world is a class (``world: "module:Class"``, a file of the suite directory or an installed
 module) built with ``world_options`` once per rollout: ``reset(task) -> observation``,
 ``step(action) -> (observation, reward, done)``, optional ``close()``. Its calls run in a worker
-thread (real worlds are slow and synchronous).
+thread (real worlds are slow and synchronous). ``reset`` gets the task record; when the task
+lists ``files`` (suite files or assets ``@root/path``), it also gets their checked absolute paths
+under ``file_paths``.
 
 Each turn the target model gets the skill body as the system message and one user message: the
 task prompt, the last ``history`` (action, observation) pairs, the last action and the current
@@ -42,11 +44,13 @@ from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.messages import Message
 from skillopt_ci.core.options import options_to_dict
 from skillopt_ci.core.records import Usage
+from skillopt_ci.core.task import task_paths
 from skillopt_ci.core.text import clip
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs import turn_prompt as turns
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, keep_image, task_images
 from skillopt_ci.envs.worlds import load_world_class
+from skillopt_ci.inputs.assets import suite_file
 from skillopt_ci.models.base import Completion, ModelCaller
 
 ACTION_RULES = ("tag", "last_line")
@@ -123,7 +127,7 @@ class Episode:
 
     def seen_pairs(self) -> list[tuple[str, str | None]]:
         """(observation the model saw, action it answered with) for every turn so far."""
-        seen = [self.initial] + [observation for _, observation in self.pairs[:-1]]
+        seen = ([self.initial] + [observation for _, observation in self.pairs])[:len(self.pairs)]
         return [(observation, action) for observation, (action, _) in zip(seen, self.pairs, strict=True)]
 
     def rollout(self, transcript: str) -> Rollout:
@@ -184,7 +188,8 @@ class InteractiveEnvironment(BaseEnvironment):
         world: Any = None
         try:
             world = await self._world_call(episode, "constructor", self.world_class, **self.options.world_options)
-            first = await self._world_call(episode, "reset", world.reset, dict(request.task.fields))
+            fields = await asyncio.to_thread(task_record, request)
+            first = await self._world_call(episode, "reset", world.reset, fields)
             if not isinstance(first, str):
                 raise WorldFailure(f"task {episode.task_id!r}: the world's reset returned "
                                    f"{type(first).__name__}, not an observation string")
@@ -301,6 +306,18 @@ class InteractiveEnvironment(BaseEnvironment):
             parts.append("Admissible actions:\n" + "\n".join(episode.admissible))
         parts.append(self.instruction())
         return "\n\n".join(parts)
+
+
+def task_record(request: RolloutRequest) -> dict[str, Any]:
+    """The record ``reset`` gets: the task's fields and, when the task lists ``files``, their
+    checked absolute paths under ``file_paths`` ({path as listed in the workspace: path}); an
+    asset's sha256 is checked against ``assets.json`` (a changed or missing file: InputError)."""
+    fields = dict(request.task.fields)
+    listed = task_paths(request.task, "files")
+    if listed:
+        where = request.task.source or None
+        fields["file_paths"] = {dest: str(suite_file(request.suite_dir, rel, where)) for dest, rel in listed.items()}
+    return fields
 
 
 def _check_step(result: Any, task_id: str) -> tuple[str, float, bool]:

@@ -56,7 +56,7 @@ def instruction(rule: str, tag: str, require_tags: Sequence[str], reject_cjk: bo
         text = "Reply with your next action alone on the last line of your answer."
     if require_tags:
         parts = " and ".join(f"<{t}></{t}>" for t in require_tags)
-        text = f"First write {parts}. Then r{text[1:]}"
+        text = f"Write {parts} first, then r{text[1:]}"
     if reject_cjk:
         text += " Use no Chinese, Japanese or Korean characters."
     return text
