@@ -234,3 +234,41 @@ def test_an_episode_through_the_openai_sdk_shows_the_reference_prompt(tmp_path, 
     later = [c.request.last_user for c in calls if "look at alarmclock" in c.request.last_user][3]
     assert "You have taken 3 step(s)" in later and "Observation 2: " in later and "Action 3: " in later
     assert "Observation 1: " not in later
+
+
+def _imported_project(tmp_path: Path, data: Path, base_url: str) -> Path:
+    root = tmp_path / "proj"
+    imported = run_cli("bench", "import", "alfworld", "--from", str(data), "--manifest",
+                       str(small_manifest(tmp_path / "manifest")), "--out", str(root / "eval_suites" / "alfworld"))
+    assert imported.code == 0, imported.err
+    (root / "skills" / "household").mkdir(parents=True)
+    (root / "skills" / "household" / "SKILL.md").write_text(SKILL)
+    config = {"version": 1, "models": {"target": {"provider": "openai-compatible", "model": "sim-household-1",
+                                                  "base_url": base_url}},
+              "skills": [{"path": "skills/household/SKILL.md", "suite": "eval_suites/alfworld"}],
+              "cache": {"mode": "off"}}
+    (root / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return root
+
+
+def test_eval_without_the_data_or_the_package_is_exit_2_with_one_line(tmp_path, data, monkeypatch):
+    with ScriptedModelServer(fixture.policy) as server:
+        root = _imported_project(tmp_path, data, server.openai_base_url)
+        monkeypatch.delenv("ALFWORLD_DATA")
+        unset = run_cli("eval", "household", "--split", "val", "--out", str(root / "r1"), "--quiet", cwd=root)
+        assert unset.code == 2 and "environment variable ALFWORLD_DATA is not set" in unset.err
+        monkeypatch.setenv("ALFWORLD_DATA", str(data))
+        # A real game (a PDDL problem, not a fixture layout) of the same size, without the package.
+        game = data / gamefile("val", 3)
+        size = game.stat().st_size
+        real = json.dumps({"pddl_domain": "", "grammar": "", "pddl_problem": "", "solvable": True})
+        game.write_text(real + " " * (size - len(real)))
+        changed = run_cli("eval", "household", "--split", "val", "--out", str(root / "r2"), "--quiet", cwd=root)
+        assert changed.code == 2 and "has changed since the import (sha256 differs)" in changed.err
+        assert run_cli("bench", "import", "alfworld", "--from", str(data), "--manifest", str(tmp_path / "manifest"),
+                       "--out", str(root / "eval_suites" / "alfworld"), "--force").code == 0
+        monkeypatch.setitem(sys.modules, "alfworld", None)  # as if not installed
+        missing = run_cli("eval", "household", "--split", "val", "--out", str(root / "r3"), "--quiet", cwd=root)
+        assert missing.code == 2, missing.err
+        assert "needs the alfworld package" in missing.err and 'pip install "skillopt-ci[alfworld]"' in missing.err
+        assert "Traceback" not in missing.err

@@ -185,11 +185,3 @@ def _alfworld_env_module() -> Any:
         raise InputError("the ALFWorld world needs the alfworld package (>= 0.4), which is not installed",
                          hint=INSTALL_HINT) from None
 
-
-def alfworld_installed() -> bool:
-    """Whether the real engine can run here (for the optional tests and the docs' wording)."""
-    try:
-        _alfworld_env_module()
-    except InputError:
-        return False
-    return True

@@ -26,8 +26,8 @@ The episode ends when the world says ``done``, after ``max_steps`` turns (not an
 kept), or when the world raises in its constructor, ``reset`` or ``step`` or returns something
 that is not ``(str, number, bool)`` (an errored rollout of kind ``environment`` whose message
 names the task and the exception). A world that raises :class:`InputError` (its data is missing,
-a package it needs is not installed) stops the run with exit 2. ``Rollout.reward`` is the episode's total reward,
-``Rollout.output`` the last action.
+a package it needs is not installed) stops the run with exit 2. ``Rollout.reward`` is the
+episode's total reward, ``Rollout.output`` the last action.
 """
 
 from __future__ import annotations
