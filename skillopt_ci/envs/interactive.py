@@ -3,22 +3,31 @@
 The world is a class (``world: "module:Class"``, a file of the suite directory or an installed
 module) built with ``world_options`` once per rollout: ``reset(task) -> observation``,
 ``step(action) -> (observation, reward, done)``, optional ``close()``. Its calls run in a worker
-thread (real worlds are slow and synchronous).
+thread (real worlds are slow and synchronous). ``reset`` gets the task record; when the task
+lists ``files`` (suite files or assets ``@root/path``), it also gets their checked absolute paths
+under ``file_paths``.
 
 Each turn the target model gets the skill body as the system message and one user message: the
 task prompt, the last ``history`` (action, observation) pairs, the last action and the current
-observation, and how to answer. The message is a pure function of the episode so far, so the
-response cache replays a whole episode. The action is read from the reply by the ``action``
-rule: ``tag`` (the text of the last ``<action_tag>…</action_tag>``) or ``last_line`` (the last
-non-empty line). A reply without an action is not sent to the world: the next observation says
-so, and the turn counts.
+observation, the actions the world admits (when it has an ``admissible_actions()`` method), and
+how to answer. ``turn_prompt`` replaces that layout by a template (see
+:mod:`skillopt_ci.envs.turn_prompt`) and ``skill_heading`` moves the skill from the system message
+to the end of the user message, under that heading. The message is a pure function of the
+episode so far, so the response cache replays a whole episode. The action is read from the reply
+by the ``action`` rule: ``tag`` (the text of the last ``<action_tag>…</action_tag>``) or
+``last_line`` (the last non-empty line); with ``require_tags`` the reply must also hold those
+tags, with ``reject_cjk`` it must hold no CJK character, and ``lowercase`` lowercases the action.
+A reply without a valid action is not sent to the world: the next observation says why, and the
+turn counts. The options added after the first version are left out of ``identity()`` while they
+keep their defaults, so the run identity (and the cache) of an existing suite does not change.
 
 The episode ends when the world says ``done``, after ``max_steps`` turns (not an error:
 ``done=False`` and the reward so far), on a :class:`ProviderError` (an errored rollout, steps
 kept), or when the world raises in its constructor, ``reset`` or ``step`` or returns something
 that is not ``(str, number, bool)`` (an errored rollout of kind ``environment`` whose message
-names the task and the exception). ``Rollout.reward`` is the episode's total reward,
-``Rollout.output`` the last action.
+names the task and the exception). A world that raises :class:`InputError` (its data is missing,
+a package it needs is not installed) stops the run with exit 2. ``Rollout.reward`` is the
+episode's total reward, ``Rollout.output`` the last action.
 """
 
 from __future__ import annotations
@@ -33,11 +42,15 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.messages import Message
+from skillopt_ci.core.options import options_to_dict
 from skillopt_ci.core.records import Usage
+from skillopt_ci.core.task import task_paths
 from skillopt_ci.core.text import clip
 from skillopt_ci.core.trajectory import Rollout, Step
+from skillopt_ci.envs import turn_prompt as turns
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, keep_image, task_images
 from skillopt_ci.envs.worlds import load_world_class
+from skillopt_ci.inputs.assets import suite_file
 from skillopt_ci.models.base import Completion, ModelCaller
 
 ACTION_RULES = ("tag", "last_line")
@@ -53,6 +66,15 @@ class InteractiveOptions:
     history: int = 8
     action: str = "tag"
     action_tag: str = "action"
+    # Added for benchmark prompts (ALFWorld); the defaults keep the original layout and rules.
+    turn_prompt: str = ""  # a template of the whole turn message (envs.turn_prompt); "" = the layout above
+    skill_heading: str = ""  # "" = the skill is the system message; else appended to the turn message under it
+    require_tags: tuple[str, ...] = ()  # tags the reply must also hold for its action to count
+    reject_cjk: bool = False  # a reply holding a CJK character has no action
+    lowercase: bool = False  # the action is lowercased before it goes to the world
+
+
+LATER_OPTIONS = {"turn_prompt": "", "skill_heading": "", "require_tags": [], "reject_cjk": False, "lowercase": False}
 
 
 class WorldFailure(Exception):
@@ -78,7 +100,10 @@ class Episode:
     started: float = field(default_factory=time.monotonic)
     steps: list[Step] = field(default_factory=list)
     pairs: list[tuple[str | None, str]] = field(default_factory=list)  # (action or None, observation)
+    initial: str = ""
     observation: str = ""
+    admissible: tuple[str, ...] = ()
+    objective: str = ""
     turns: int = 0
     reward: float = 0.0
     done: bool = False
@@ -91,12 +116,19 @@ class Episode:
 
     def observe(self, action: str | None, observation: str, reward: float = 0.0, done: bool = False,
                 *, initial: bool = False) -> None:
-        if not initial:
+        if initial:
+            self.initial = observation
+        else:
             self.pairs.append((action, observation))
         self.observation = observation
         self.reward += reward
         self.done = done
         self.add("observation", observation, reward=reward, done=done)
+
+    def seen_pairs(self) -> list[tuple[str, str | None]]:
+        """(observation the model saw, action it answered with) for every turn so far."""
+        seen = ([self.initial] + [observation for _, observation in self.pairs])[:len(self.pairs)]
+        return [(observation, action) for observation, (action, _) in zip(seen, self.pairs, strict=True)]
 
     def rollout(self, transcript: str) -> Rollout:
         calls = self.completions
@@ -133,7 +165,22 @@ class InteractiveEnvironment(BaseEnvironment):
         if not TAG_NAME_RE.match(o.action_tag):
             raise InputError(f'option "action_tag" of environment interactive must be a tag name '
                              f"such as action, got {o.action_tag!r}", where=where)
+        for tag in o.require_tags:
+            if not TAG_NAME_RE.match(tag):
+                raise InputError(f'option "require_tags" of environment interactive must list tag names '
+                                 f"such as think, got {tag!r}", where=where)
+        unknown = turns.unknown_placeholders(o.turn_prompt)
+        if unknown:
+            raise InputError(f'option "turn_prompt" of environment interactive has unknown placeholder(s) '
+                             f"{', '.join(unknown)}; known: {', '.join(turns.TURN_PLACEHOLDERS)}", where=where)
         self.world_class = load_world_class(o.world, self.suite_dir, where, "world")
+
+    def identity(self) -> dict[str, Any]:
+        values = options_to_dict(self.options)
+        for key, default in LATER_OPTIONS.items():
+            if values.get(key) == default:
+                del values[key]
+        return {"type": self.name, **values}
 
     async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
         episode = Episode(request.task.id)
@@ -141,11 +188,13 @@ class InteractiveEnvironment(BaseEnvironment):
         world: Any = None
         try:
             world = await self._world_call(episode, "constructor", self.world_class, **self.options.world_options)
-            first = await self._world_call(episode, "reset", world.reset, dict(request.task.fields))
+            fields = await asyncio.to_thread(task_record, request)
+            first = await self._world_call(episode, "reset", world.reset, fields)
             if not isinstance(first, str):
                 raise WorldFailure(f"task {episode.task_id!r}: the world's reset returned "
                                    f"{type(first).__name__}, not an observation string")
             episode.observe(None, first, initial=True)
+            await self._world_info(world, episode, objective=True)
             if images:  # shown from the first turn on: the viewer puts them at the first observation
                 names = tuple(keep_image(image, request.image_dir) for image in images)
                 episode.steps[-1] = dataclasses.replace(episode.steps[-1], images=names)
@@ -171,18 +220,40 @@ class InteractiveEnvironment(BaseEnvironment):
         episode.completions.append(completion)
         episode.turns += 1
         episode.add("model", completion.text, usage=completion.usage)
-        action = parse_action(completion.text, self.options.action, self.options.action_tag)
-        if action is None:
-            episode.observe(None, f"No action found in your reply. {self.instruction()}")
+        o = self.options
+        action = parse_action(completion.text, o.action, o.action_tag)
+        problem = "No action found in your reply." if action is None else \
+            turns.reply_problem(completion.text, o.require_tags, o.reject_cjk)
+        if action is None or problem:
+            episode.observe(None, f"{problem} {self.instruction()}")
             return
+        action = action.lower() if o.lowercase else action
         episode.last_action = action
         episode.add("action", action)
         result = await self._world_call(episode, "step", world.step, action)
         episode.observe(action, *_check_step(result, episode.task_id))
+        await self._world_info(world, episode)
+
+    async def _world_info(self, world: Any, episode: Episode, objective: bool = False) -> None:
+        """Ask the world's optional ``admissible_actions()`` (and, after reset, ``objective()``)."""
+        if callable(getattr(world, "admissible_actions", None)):
+            found = await self._world_call(episode, "admissible_actions", world.admissible_actions)
+            if not (isinstance(found, (list, tuple)) and all(isinstance(a, str) for a in found)):
+                raise WorldFailure(f"task {episode.task_id!r}: the world's admissible_actions returned "
+                                   f"{clip(repr(found), 80)}; expected a list of strings")
+            episode.admissible = tuple(found)
+        if objective and callable(getattr(world, "objective", None)):
+            found = await self._world_call(episode, "objective", world.objective)
+            if not isinstance(found, str):
+                raise WorldFailure(f"task {episode.task_id!r}: the world's objective returned "
+                                   f"{type(found).__name__}, not a string")
+            episode.objective = found
 
     async def _world_call(self, episode: Episode, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return await asyncio.to_thread(fn, *args, **kwargs)
+        except InputError:  # the world's data or package is missing: the user's to fix, exit 2
+            raise
         except Exception as exc:
             raise WorldFailure(f"task {episode.task_id!r}: the world's {what} raised "
                                f"{type(exc).__name__}: {clip(str(exc), 200)}") from exc
@@ -198,13 +269,26 @@ class InteractiveEnvironment(BaseEnvironment):
             episode.add("error", f"the world's close raised {type(exc).__name__}: {clip(str(exc), 200)}")
 
     def instruction(self) -> str:
-        if self.options.action == "tag":
-            tag = self.options.action_tag
-            return f"Reply with your next action inside <{tag}></{tag}>."
-        return "Reply with your next action alone on the last line of your answer."
+        o = self.options
+        return turns.instruction(o.action, o.action_tag, o.require_tags, o.reject_cjk)
 
     def messages(self, request: RolloutRequest, episode: Episode, images: tuple[Any, ...] = ()) -> list[Message]:
         """The turn's messages: a pure function of the prompt and the episode so far."""
+        o = self.options
+        if o.turn_prompt:
+            text = turns.render_turn(
+                o.turn_prompt, prompt=request.prompt, objective=episode.objective, step=episode.turns,
+                max_steps=o.max_steps, pairs=episode.seen_pairs(), history=o.history,
+                observation=episode.observation, admissible=episode.admissible, instruction_line=self.instruction())
+        else:
+            text = self._default_text(request, episode)
+        system = request.skill.body.strip()
+        if o.skill_heading and system:
+            text, system = f"{text.rstrip()}\n\n{o.skill_heading}\n{system}", ""
+        user = Message("user", (text, *images) if images else text)
+        return [Message("system", system), user] if system else [user]
+
+    def _default_text(self, request: RolloutRequest, episode: Episode) -> str:
         parts = [request.prompt.rstrip()]
         earlier = episode.pairs[:-1]
         shown = earlier[-self.options.history:] if self.options.history else []
@@ -217,11 +301,23 @@ class InteractiveEnvironment(BaseEnvironment):
         if episode.pairs:
             action = episode.pairs[-1][0]
             current = f"Last action: {action if action is not None else '(no action)'}\n{current}"
-        parts += [current, self.instruction()]
-        text = "\n\n".join(parts)
-        user = Message("user", (text, *images) if images else text)
-        system = request.skill.body.strip()
-        return [Message("system", system), user] if system else [user]
+        parts.append(current)
+        if episode.admissible:
+            parts.append("Admissible actions:\n" + "\n".join(episode.admissible))
+        parts.append(self.instruction())
+        return "\n\n".join(parts)
+
+
+def task_record(request: RolloutRequest) -> dict[str, Any]:
+    """The record ``reset`` gets: the task's fields and, when the task lists ``files``, their
+    checked absolute paths under ``file_paths`` ({path as listed in the workspace: path}); an
+    asset's sha256 is checked against ``assets.json`` (a changed or missing file: InputError)."""
+    fields = dict(request.task.fields)
+    listed = task_paths(request.task, "files")
+    if listed:
+        where = request.task.source or None
+        fields["file_paths"] = {dest: str(suite_file(request.suite_dir, rel, where)) for dest, rel in listed.items()}
+    return fields
 
 
 def _check_step(result: Any, task_id: str) -> tuple[str, float, bool]:
