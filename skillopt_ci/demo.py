@@ -10,7 +10,7 @@ machine and no key is needed; every number printed is labelled as coming from a 
 to it: the benchmark's fixture module (``skillopt_ci.testing.benchdata.<name>``) writes a tiny
 dataset in the upstream format (one record per id of the published manifest's first test ids),
 the benchmark's importer turns it into a suite (the real import path), the module's ``policy`` plays the target on the scripted server, and ``bench run``
-evaluates a skill on the first few test tasks and prints the results table.
+evaluates a skill on a few test tasks and prints the results table.
 """
 
 from __future__ import annotations
@@ -160,10 +160,13 @@ def variables(values: Mapping[str, str]) -> Iterator[None]:
 
 
 def demo_manifest(name: str, tasks: int) -> Manifest:
-    """The published manifest of ``name`` cut to its first ``tasks`` test ids and two of each
-    other split: the fixture then holds one record per id, and the import needs no other."""
+    """The published manifest of ``name`` cut to ``tasks`` test ids spread evenly over the test
+    split (a benchmark's ids are often grouped by task type) and the first two of each other
+    split: the fixture then holds one record per id, and the import needs no other."""
     manifest = load_manifest(name)
-    keep = {split: items[:tasks if split == "test" else 2] for split, items in manifest.splits.items()}
+    test = manifest.splits["test"]
+    spread = test[:: max(1, len(test) // tasks)][:tasks]
+    keep = {split: spread if split == "test" else items[:2] for split, items in manifest.splits.items()}
     return replace(manifest, splits=MappingProxyType(keep))
 
 
@@ -194,8 +197,8 @@ def bench_demo_config(base_url: str, runs_dir: Path) -> Config:
 
 def run_benchmark_demo(name: str, out: Path | None, skill: Path | None = None,
                        echo: Callable[[str], None] = print, tasks: int = BENCH_TASKS) -> int:
-    """``demo --benchmark NAME``: the table of a skill on the first ``tasks`` test tasks of the
-    benchmark's fixture, on a simulated target. Returns the bench run's exit code."""
+    """``demo --benchmark NAME``: the table of a skill on ``tasks`` test tasks of the benchmark's
+    fixture (spread over the published test split), on a simulated target. Returns the bench run's exit code."""
     from skillopt_ci.benchmarks.run import exit_code
 
     module, fixture = benchmark_module(name), fixture_module(name)
@@ -214,9 +217,10 @@ def run_benchmark_demo(name: str, out: Path | None, skill: Path | None = None,
         echo("")
         with variables(names), ScriptedModelServer(fixture.policy) as server:
             request = BenchRequest(skill=skill, benchmarks=(name,), split="test", suites_dir=suites,
-                                   out=root / "bench", fresh=True, limit=tasks)
+                                   out=root / "bench", fresh=True)
             outcome = run_bench(bench_demo_config(server.openai_base_url, root), request, show_progress=False)
-        echo(heading(outcome.table) + f" · the first {tasks} tasks")
+        published = len(load_manifest(name).splits["test"])
+        echo(heading(outcome.table) + f" · {tasks} of the {published} test tasks, spread over the split")
         echo("")
         echo(bench_text(outcome.table))
         echo("")

@@ -28,6 +28,18 @@ HEADER = ("# Imported by `skillopt-ci bench import {name}`: the split membership
           "# named below, never from a shuffle. Re-import rather than edit the split files.\n")
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (prompt templates) as literal blocks, readable in suite.yaml."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.split("\n")) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def manifest_digest(manifest: Manifest) -> str:
     """sha256 over the manifest's ids per split, in order (the same for a byte copy anywhere)."""
     payload = {split: [item.id for item in items] for split, items in manifest.splits.items()}
@@ -72,7 +84,7 @@ def _check_names(draft: SuiteDraft) -> None:
 
 def _fill(folder: Path, draft: SuiteDraft, document: dict[str, Any]) -> None:
     text = HEADER.format(name=document["benchmark"]["name"])
-    text += yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+    text += yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     (folder / "suite.yaml").write_text(text, encoding="utf-8")
     for split, tasks in draft.tasks.items():
         lines = [json.dumps(task, ensure_ascii=False, sort_keys=False) for task in tasks]
