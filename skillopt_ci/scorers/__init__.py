@@ -18,6 +18,7 @@ from skillopt_ci.scorers.judge import Judge
 from skillopt_ci.scorers.numeric import Numeric
 from skillopt_ci.scorers.python_scorer import PythonScorer
 from skillopt_ci.scorers.reward import RewardScorer
+from skillopt_ci.scorers.spreadsheet import SpreadsheetScorer
 from skillopt_ci.scorers.text import Anls, Choice, Contains, Exact, Regex, TokenF1
 from skillopt_ci.scorers.verify import VerifyScorer
 
@@ -36,6 +37,7 @@ SCORERS: dict[str, type[Scorer]] = {
         Judge,
         RewardScorer,
         VerifyScorer,
+        SpreadsheetScorer,
     )
 }
 SCORER_NAMES: tuple[str, ...] = tuple(SCORERS)
