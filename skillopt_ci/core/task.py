@@ -47,16 +47,21 @@ class Task:
 
 def task_paths(task: Task, key: str) -> dict[str, str]:
     """The task's ``files`` or ``images`` as {path in the workspace: path relative to the suite
-    directory}. A list keeps each path as it is; a mapping names the workspace path. Any other
+    directory}. A list keeps each path as it is (an asset ``@root/path`` lands at ``path``); a mapping names the workspace path. Any other
     shape is an :class:`InputError` at the task's source."""
     value = task.fields.get(key)
     if value is None:
         return {}
     if isinstance(value, str):
-        return {value: value}
+        return {_workspace_name(value): value}
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return {v: v for v in value}
+        return {_workspace_name(v): v for v in value}
     if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         return dict(value)
     raise InputError(f"task {task.id!r}: {key!r} must be a path, a list of paths or a mapping of paths",
                      where=task.source or None)
+
+
+def _workspace_name(path: str) -> str:
+    """Where a listed file lands in a workspace: its own path, or for an asset ``@root/rel``, ``rel``."""
+    return path.partition("/")[2] or path if path.startswith("@") else path

@@ -24,6 +24,7 @@ from skillopt_ci.core.options import NoOptions, options_to_dict
 from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.task import Task, task_paths
 from skillopt_ci.core.trajectory import Rollout
+from skillopt_ci.inputs.assets import suite_file
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.sandbox import SandboxError, Workspace
 
@@ -106,7 +107,7 @@ def task_images(task: Task, suite_dir: Path) -> tuple[ImagePart, ...]:
     """The images the task references (its ``images`` field), read from the suite directory."""
     images = []
     for shown, relative in task_paths(task, "images").items():
-        path = suite_dir / relative
+        path = suite_file(suite_dir, relative, task.source or None)
         media = IMAGE_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         try:
             images.append(ImagePart(media, path.read_bytes()))
@@ -138,7 +139,7 @@ def task_workspace(request: RolloutRequest, install: Callable[[Workspace], None]
     task = request.task
     files = {}
     for dest, relative in task_paths(task, "files").items():
-        source = request.suite_dir / relative
+        source = suite_file(request.suite_dir, relative, task.source or None)
         if not source.exists():
             raise InputError(f"task {task.id!r}: file {relative!r} not found in the suite directory",
                              where=task.source or None)

@@ -21,6 +21,7 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import is_junk
 from skillopt_ci.core.task import PATH_FIELDS, Task, task_paths
 from skillopt_ci.core.template import fill, placeholders
+from skillopt_ci.inputs.assets import INDEX_FILE, AssetIndex, is_asset_ref, load_assets
 from skillopt_ci.inputs.yamlfile import Problem, load_yaml, schema_problems
 
 SPLITS = ("train", "val", "test")
@@ -44,6 +45,7 @@ class Suite:
     repeats: int = 1
     description: str = ""
     split_files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    assets: AssetIndex = field(default_factory=AssetIndex)
 
     def tasks(self, split: str) -> tuple[Task, ...]:
         if split not in self.splits:
@@ -101,7 +103,8 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
 
     files = _split_files(path, declared, shown, problems)
     splits = _read_splits(files, shown, prompt, problems)
-    referenced = _referenced_files(path, splits, problems) + _scorer_files(path, data.get("scorer"))
+    assets = _assets(path, data.get("assets"), shown, problems)
+    referenced = _referenced_files(path, splits, problems, assets) + _scorer_files(path, data.get("scorer"))
     if not files and not problems:
         problems.append(Problem(shown, "no split files found (expected train/val/test .jsonl or .json)"))
     if not schema_ok:
@@ -118,8 +121,17 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
         repeats=int(data.get("repeats", 1)),
         description=data.get("description", ""),
         split_files=MappingProxyType({k: f"{shown}/{v.name}" for k, v in files.items()}),
+        assets=assets,
     )
     return suite, problems
+
+
+def _assets(path: Path, roots: Any, shown: str, problems: list[Problem]) -> AssetIndex:
+    try:
+        return load_assets(path, roots, shown)
+    except InputError as exc:
+        problems.append(Problem(exc.where or shown, exc.message))
+        return AssetIndex()
 
 
 def _read_splits(files: Mapping[str, Path], shown: str, prompt: str,
@@ -229,9 +241,12 @@ def _task(item: Any, source: str, problems: list[Problem]) -> Task | None:
     )
 
 
-def _referenced_files(path: Path, splits: Mapping[str, tuple[Task, ...]], problems: list[Problem]) -> list[Path]:
+def _referenced_files(path: Path, splits: Mapping[str, tuple[Task, ...]], problems: list[Problem],
+                      assets: AssetIndex) -> list[Path]:
     """Every file the tasks reference through ``files`` or ``images`` (a referenced directory
-    counts as the files under it); a bad reference is added to ``problems`` at the task's line."""
+    counts as the files under it); a bad reference is added to ``problems`` at the task's line.
+    An asset (``@root/path``) is checked against ``assets.json`` and not read: its recorded hash
+    is in the suite hash through that file."""
     root = path.resolve()
     found: set[Path] = set()
     for tasks in splits.values():
@@ -243,6 +258,11 @@ def _referenced_files(path: Path, splits: Mapping[str, tuple[Task, ...]], proble
                     problems.append(Problem(task.source, exc.message))
                     continue
                 for dest, relative in paths.items():
+                    if is_asset_ref(relative):
+                        problem = assets.problem(relative)
+                        if problem:
+                            problems.append(Problem(task.source, f"task {task.id!r}: {problem}"))
+                        continue
                     problem = _reference_problem(root, task, key, dest, relative)
                     if problem:
                         problems.append(Problem(task.source, problem))
@@ -305,7 +325,8 @@ def suite_hash(path: Path, split_files: Mapping[str, Path], referenced: Sequence
     tasks reference (named by its path in the suite directory, so a moved image counts too).
     Without references the hash is what it was before tasks could reference files."""
     digest = hashlib.sha256()
-    parts = sorted(set([path / "suite.yaml", *split_files.values(), *sorted(path.glob("*.py"))]))
+    index = [path / INDEX_FILE] if (path / INDEX_FILE).is_file() else []
+    parts = sorted(set([path / "suite.yaml", *split_files.values(), *sorted(path.glob("*.py")), *index]))
     for part in parts:
         digest.update(part.name.encode() + b"\0")
         digest.update(part.read_bytes() + b"\0")
