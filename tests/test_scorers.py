@@ -752,6 +752,7 @@ def test_registry_names():
         "llm_judge",
         "reward",
         "verify",
+        "spreadsheet",
     }
     assert all(issubclass(cls, Scorer) and cls.name == name for name, cls in SCORERS.items())
     assert scorer_options("exact") == {

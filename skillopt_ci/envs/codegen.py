@@ -201,7 +201,7 @@ class CodegenEnvironment(BaseEnvironment):
         shown = cap(result.render(self.options.error_chars).replace(str(workspace.path), "."),
                     self.options.error_chars)
         if result.timed_out or result.exit_code != 0:
-            return False, f"Your program failed on the input workbook ({result.status()}).\n{shown}"
+            return False, f"Your program failed on the input workbook.\n{shown}"
         if not output.is_file():
             return False, ("Your program ran (exit code 0) but wrote no file at OUTPUT_PATH; save the "
                            f"workbook with wb.save(OUTPUT_PATH).\n{shown}")

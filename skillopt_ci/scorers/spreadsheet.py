@@ -6,8 +6,8 @@ The task names its test cases and goldens:
 - ``cases``: ``[{"input": "cases/1/input.xlsx", "output": "cases/1/output.xlsx"}, ...]``:
   workspace paths (the ``codegen`` environment runs the final code on every case);
 - ``expected``: ``{"answer_position": "E4:E12", "answer_sheet": "Output" (optional),
-  "golden": [{"path": "<suite-relative path>", "sha256": "<hex>" (optional)}, ...]}``, one golden
-  per case, in the same order.
+  "golden": [{"path": "<suite-relative path or @root/path>", "sha256": "<hex>" (optional)}, ...]}``,
+  one golden per case, in the same order.
 
 Each output workbook and its golden are opened with openpyxl ``data_only=True`` (so a formula the
 model wrote reads as its cached value: ``None`` unless a spreadsheet application saved the file)
@@ -33,6 +33,7 @@ from typing import Any
 from skillopt_ci.core.errors import InputError, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout
+from skillopt_ci.inputs.assets import suite_file
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.sandbox import SandboxError
 from skillopt_ci.sandbox.paths import confine
@@ -146,7 +147,9 @@ class SpreadsheetScorer(Scorer):
         if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
             raise self.error(f'task "{task.id}": a golden must be a path or {{"path", "sha256"}}',
                              where=task.source or None)
-        path = self.suite_dir / entry["path"]
+        # suite_file: a plain path is relative to the suite; an asset @root/path is found where it
+        # lies, its sha256 checked against assets.json.
+        path = suite_file(self.suite_dir, entry["path"], task.source or None)
         return Golden(path, entry["path"], entry.get("sha256") if isinstance(entry.get("sha256"), str) else None)
 
     def _check_golden(self, golden: Golden, task: Task) -> None:
