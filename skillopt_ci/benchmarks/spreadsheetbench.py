@@ -101,7 +101,7 @@ def open_data(source: Path) -> Data:
 
 def _open_tar(source: Path) -> Data:
     try:
-        tar = tarfile.open(source)
+        tar = tarfile.open(source)  # noqa: SIM115 - kept open while the tasks are read; read() closes it
         infos = [m for m in tar.getmembers() if m.isfile()]
     except (OSError, tarfile.TarError) as exc:
         raise InputError(f"cannot read the archive: {exc}", where=str(source)) from None

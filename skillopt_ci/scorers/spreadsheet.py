@@ -171,7 +171,7 @@ class SpreadsheetScorer(Scorer):
 
 def _feedback(results: list[CaseResult], hard: bool, soft: float) -> str:
     passes = sum(r.ok for r in results)
-    head = f"{passes} of {len(results)} test case{'' if len(results) == 1 else 's'} pass (hard {int(hard)}, soft {soft:.2f})"
+    head = f"test cases passed: {passes} of {len(results)} (hard {int(hard)}, soft {soft:.2f})"
     failed = next(((i, r) for i, r in enumerate(results, 1) if not r.ok), None)
     if failed is None:
         return head
