@@ -23,9 +23,9 @@ BUILTIN: dict[str, str] = {
     "chat": "skillopt_ci.envs.chat:ChatEnvironment",
     "tools": "skillopt_ci.envs.tools:ToolsEnvironment",
     "interactive": "skillopt_ci.envs.interactive:InteractiveEnvironment",
-    "codegen": "skillopt_ci.envs.codegen:CodegenEnvironment",
     "codex": "skillopt_ci.envs.codex:CodexEnvironment",
     "claude-code": "skillopt_ci.envs.claude_code:ClaudeCodeEnvironment",
+    "codegen": "skillopt_ci.envs.codegen:CodegenEnvironment",
 }
 
 
