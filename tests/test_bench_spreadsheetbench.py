@@ -51,7 +51,7 @@ def write_project(root: Path, target: dict) -> Path:
 
 
 def test_the_fixture_of_every_published_id_imports_and_validates_with_80_40_280(tmp_path):
-    source = fixture.write_fixture(tmp_path / "data", load_manifest("spreadsheetbench"))
+    source = fixture.write_fixture(tmp_path / "data")  # by default one task per published id
     project = tmp_path / "project"
     result = bench_import(source, project / "eval_suites" / "spreadsheetbench")
     assert result.code == 0, result.err
@@ -130,7 +130,7 @@ def test_the_archive_itself_imports_with_its_workbooks_extracted_into_the_suite(
     data = sample_with_verified_copies(tmp_path)
     archive = tmp_path / "spreadsheetbench_verified_400.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
-        tar.add(data, arcname="spreadsheetbench_verified_400")
+        tar.add(data, arcname="./spreadsheetbench_verified_400")  # as `tar czf x.tar.gz ./folder` names it
     manifest = write_manifest(tmp_path / "manifest", {"train": ["10452"], "val": ["v-10452"], "test": ["b-325-44"]})
     result = bench_import(archive, tmp_path / "suite", manifest)
     assert result.code == 0, result.err

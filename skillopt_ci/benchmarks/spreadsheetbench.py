@@ -105,14 +105,22 @@ def _open_tar(source: Path) -> Data:
         infos = [m for m in tar.getmembers() if m.isfile()]
     except (OSError, tarfile.TarError) as exc:
         raise InputError(f"cannot read the archive: {exc}", where=str(source)) from None
-    found = sorted((m.name for m in infos if PurePosixPath(m.name).name == "dataset.json"),
-                   key=lambda n: (n.count("/"), n))
+    named = {_member_name(m.name): m for m in infos}
+    found = sorted((n for n in named if PurePosixPath(n).name == "dataset.json"), key=lambda n: (n.count("/"), n))
     if not found:
+        tar.close()
         raise InputError("the archive holds no dataset.json", where=str(source), hint=DATA_HELP)
     prefix = str(PurePosixPath(found[0]).parent)
     prefix = "" if prefix == "." else prefix + "/"
-    members = {m.name[len(prefix):]: m for m in infos if m.name.startswith(prefix)}
+    members = {n[len(prefix):]: m for n, m in named.items() if n.startswith(prefix)}
     return Data(str(source), tar=tar, members=members)
+
+
+def _member_name(name: str) -> str:
+    """An archive member's path without a leading ``./`` (``tar czf x.tar.gz .`` writes one)."""
+    while name.startswith("./"):
+        name = name[2:]
+    return name
 
 
 def read(source: Path, manifest: Manifest) -> SuiteDraft:
@@ -133,8 +141,9 @@ def _read(data: Data, manifest: Manifest) -> SuiteDraft:
     if data.root is not None:
         draft.asset_roots[ROOT] = str(data.root.resolve())
     cases = 0
+    previews: dict[str, str] = {}  # by the sha256 of the workbook: copies are read once
     for split, rows in picked.items():
-        draft.tasks[split] = [_task(data, row, draft, openpyxl) for row in rows]
+        draft.tasks[split] = [_task(data, row, draft, openpyxl, previews) for row in rows]
         cases += sum(len(t["cases"]) for t in draft.tasks[split])
     used = sum(len(rows) for rows in picked.values())
     draft.notes.append(f"{used} of {len(records)} tasks used, {cases} test cases")
@@ -182,7 +191,8 @@ def find_cases(names: list[str]) -> list[tuple[str, str]]:
     return [(i, g) for _, i, g in sorted(cases)]
 
 
-def _task(data: Data, record: dict[str, Any], draft: SuiteDraft, openpyxl: Any) -> dict[str, Any]:
+def _task(data: Data, record: dict[str, Any], draft: SuiteDraft, openpyxl: Any,
+          previews: dict[str, str]) -> dict[str, Any]:
     task_id = str(record["id"])
     folder = (record.get("spreadsheet_path") or f"spreadsheet/{task_id}").strip("/")
     if PurePosixPath(folder).is_absolute() or ".." in PurePosixPath(folder).parts:
@@ -193,9 +203,10 @@ def _task(data: Data, record: dict[str, Any], draft: SuiteDraft, openpyxl: Any) 
         raise InputError(f"task {task_id!r} has no test case: expected N_{task_id}_input.xlsx + "
                          f"N_{task_id}_answer.xlsx, N_{task_id}_init.xlsx + N_{task_id}_golden.xlsx, "
                          "or initial.xlsx + golden.xlsx", where=data.where(folder))
-    files, cases, goldens = {}, [], []
+    files, cases, goldens, first_sha = {}, [], [], ""
     for number, (input_name, golden_name) in enumerate(pairs, 1):
-        files[f"cases/{number}/input.xlsx"] = _reference(data, f"{folder}/{input_name}", draft)[0]
+        files[f"cases/{number}/input.xlsx"], input_sha = _reference(data, f"{folder}/{input_name}", draft)
+        first_sha = first_sha or input_sha
         golden_ref, golden_sha = _reference(data, f"{folder}/{golden_name}", draft)
         goldens.append({"path": golden_ref, "sha256": golden_sha})
         cases.append({"input": f"cases/{number}/input.xlsx", "output": f"cases/{number}/output.xlsx"})
@@ -206,7 +217,9 @@ def _task(data: Data, record: dict[str, Any], draft: SuiteDraft, openpyxl: Any) 
     for key in ("answer_sheet", "data_position"):
         if record.get(key):
             (expected if key == "answer_sheet" else metadata)[key] = record[key]
-    prompt = user_prompt(record, preview(data.read(first), data.where(first), openpyxl))
+    if first_sha not in previews:
+        previews[first_sha] = preview(data.read(first), data.where(first), openpyxl)
+    prompt = user_prompt(record, previews[first_sha])
     return {"id": task_id, "input": prompt, "expected": expected, "cases": cases, "files": files,
             "metadata": metadata}
 
