@@ -189,6 +189,20 @@ time.sleep(300)
 """
 
 
+OWN_MAX_TURNS = """
+import json, sys, time
+if sys.argv[1:] == ["--version"]:
+    print("9.8.7 (Claude Code)")
+    sys.exit(0)
+print('{"type": "system", "subtype": "init", "skills": ["shout"]}', flush=True)
+time.sleep(0.3)
+print(json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": "working"}]}}), flush=True)
+print(json.dumps({**RESULT, "subtype": "error_max_turns", "is_error": True, "num_turns": 3,
+                  "errors": ["Reached maximum number of turns (3)"]}))
+sys.exit(1)
+"""
+
+
 def fake_cli(folder: Path, script: str) -> Path:
     path = folder / "claude"
     path.write_text(f"#!{sys.executable}\nRESULT = {RESULT!r}\n{script}")
@@ -274,6 +288,16 @@ def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp
     assert "auth failed for key" in done.error["message"] and FAKE_KEY not in done.error["message"]
     assert FAKE_KEY not in json.dumps([s.to_dict() for s in done.steps]) + (done.transcript or "")
     assert done.steps[0].kind == "observation" and done.steps[-1].kind == "error"
+
+
+def test_the_clis_own_turn_limit_is_recorded_as_max_turns_and_steps_carry_their_arrival_time(tmp_path):
+    _, _, done = rollout(tmp_path, fake_cli(tmp_path, OWN_MAX_TURNS), max_turns=3)
+    done.close()
+    assert done.error["kind"] == "max_turns"
+    assert "Reached maximum number of turns (3)" in done.error["message"]
+    init, said = done.steps[0], next(s for s in done.steps if s.kind == "model")
+    assert said.text == "working"
+    assert said.elapsed_s >= init.elapsed_s + 0.25  # printed 0.3 s after the first line
 
 
 def test_a_hanging_cli_is_killed_with_its_children_at_the_time_limit(tmp_path):

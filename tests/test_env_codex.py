@@ -239,6 +239,25 @@ def test_a_hanging_cli_is_killed_with_its_children_at_the_time_limit(tmp_path):
         result.close()
 
 
+def test_a_cli_waiting_for_an_unreachable_endpoint_is_stopped_as_a_connection_error(tmp_path):
+    # Real codex prints this every few seconds for minutes, whatever its retry settings.
+    body = """\
+        waiting = {"type": "error", "message": "Reconnecting... waiting for network (Connection failed)"}
+        print(json.dumps(waiting), flush=True)
+        time.sleep(0.2)
+        print(json.dumps(waiting), flush=True)
+        time.sleep(300)
+    """
+    _, result, _, _ = rollout(tmp_path, {"time_limit_s": 120}, body)
+    try:
+        assert result.error["kind"] == "connection"
+        assert "could not be reached (Reconnecting... waiting for network" in result.error["message"]
+        retries = [st for st in result.steps if st.kind == "error" and st.text.startswith("Reconnecting")]
+        assert len(retries) == 2  # stopped at the second one, not at the time limit
+    finally:
+        result.close()
+
+
 def _alive(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/stat").read_text().split()[2]

@@ -99,6 +99,8 @@ def test_codex_evaluates_a_skill_it_reads_through_its_own_tool(tmp_path, codex_s
     assert ".agents/skills/greeter/SKILL.md" in calls[0]["arguments"]
     outputs = [s["text"] for s in steps if s["kind"] == "tool_result"]
     assert "Write the greeting the task asks for" in outputs[0]
+    times = [s["elapsed_s"] for s in steps]  # when each event arrived from the CLI
+    assert times == sorted(times) and times[-1] > 0
     assert results[0]["output"] == "Done: the answer is in answer.txt."
     assert results[0]["files"] == ["answer.txt"]
     assert (out / "files" / results[0]["task_id"] / "0" / "answer.txt").read_text().strip() in (

@@ -121,6 +121,10 @@ def test_agent_clis_are_installed_before_the_run_step_only_when_a_suite_needs_th
     assert node["uses"].startswith("actions/setup-node@")
     assert "steps.agents.outputs.needed == 'true'" in node["if"] and "node-ok" in node["if"]
     assert install["if"] == "steps.agents.outputs.needed == 'true'"
+    cache = next(s for s in steps() if s["name"] == "Restore the agent CLIs from the cache")
+    assert names.index(cache["name"]) < names.index(install["name"]) and cache["uses"].startswith("actions/cache@")
+    assert cache["with"]["path"] == install["env"]["SKILLOPT_AGENTS"]  # restores the folder it installs into
+    assert "steps.agents.outputs.versions" in cache["with"]["key"]
     for step in (check, install):  # fork-safe: no token, secret or event data reaches them
         assert set(step["env"]) <= {"SKILLOPT_CONFIG", "SKILLOPT_VENV", "SKILLOPT_AGENTS"}
         assert all("inputs.token" not in v and "github.event" not in v for v in step["env"].values())
@@ -150,4 +154,6 @@ def test_the_check_step_says_whether_an_agent_cli_is_needed(tmp_path, environmen
     assert proc.returncode == 0, proc.stderr
     written = output.read_text()
     assert re.search(rf"needed<<(\w+)\n{needed}\n\1\n", written), written
+    versions = re.search(r"versions<<(\w+)\n(.*)\n\1\n", written).group(2)
+    assert versions == ("codex@0.171.0" if needed == "true" else "")  # the CLI cache's key
     assert re.search(r"^node-ok=(true|false)$", written, re.M)

@@ -17,7 +17,7 @@ from skillopt_ci.cli.common import State, load_project_config
 @click.option("--if-needed", is_flag=True,
               help="Only the CLIs a configured suite's environment uses; nothing when none does.")
 @click.option("--dry-run", is_flag=True,
-              help="Say what would be installed and install nothing (in a GitHub Actions step, also set the output needed=true|false).")
+              help="Say what would be installed and install nothing (in a GitHub Actions step, also set the outputs needed=true|false and versions).")
 @click.pass_obj
 def install_agents(state: State, prefix: Path | None, only: str | None, if_needed: bool, dry_run: bool) -> None:
     """Install the agent CLIs the codex and claude-code environments run, at the tested versions."""
@@ -29,7 +29,8 @@ def install_agents(state: State, prefix: Path | None, only: str | None, if_neede
         clis = needed_clis(load_project_config(state), clis)
     names = ", ".join(f"{c.binary} {c.version}" for c in clis)
     if dry_run:
-        write_outputs(_runner_file("GITHUB_OUTPUT"), {"needed": "true" if clis else "false"})
+        versions = "-".join(f"{c.package.rsplit('/', 1)[-1]}@{c.version}" for c in clis)  # the CLI cache key
+        write_outputs(_runner_file("GITHUB_OUTPUT"), {"needed": "true" if clis else "false", "versions": versions})
         click.echo(f"would install {names}" if clis else "no configured suite runs an agent CLI: nothing to install")
         return
     if not clis:

@@ -14,7 +14,8 @@ workspace after the agent and is recorded as a ``verify`` tool call and result.
 Errored rollouts (steps kept, the CLI's stderr tail, redacted, in the message): ``agent_missing``
 (the binary cannot be started), ``time_limit``, ``agent_failed`` (a non-zero exit or a failure
 event), ``max_turns`` (more turns in the event stream than ``max_turns``: killed as they arrive,
-for a CLI whose ``is_turn`` recognises them).
+for a CLI whose ``is_turn`` recognises them; or the CLI's own turn limit), ``connection`` (the
+CLI says twice that it cannot reach the model and would wait on: ``unreachable``).
 
 Subclass hooks: ``install_dir(skill_name)``, ``instructions_name``, ``providers`` (which endpoint
 providers the CLI can talk to), ``prepare_home(home, endpoint) -> env vars``,
@@ -32,8 +33,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -51,6 +52,7 @@ from skillopt_ci.sandbox.process import run_process
 from skillopt_ci.sandbox.workspace import remove_tree
 
 STDERR_TAIL = 2_000
+UNREACHABLE_LINES = 2  # "cannot reach the model, retrying" lines before a rollout is stopped
 HOME_PREFIX = "skillopt-agent-home-"
 
 
@@ -77,7 +79,29 @@ class Parsed:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     failed: str | None = None
+    failed_kind: str = "agent_failed"  # "max_turns" when the CLI stopped at its own turn limit
     turns: int = 0
+
+
+def json_events(stdout: str, times: Sequence[float] = ()) -> Iterator[tuple[dict[str, Any], float]]:
+    """The JSON objects of a CLI's line-delimited output, each with the time its line arrived
+    (seconds since the CLI started, from :class:`TurnWatch`; 0 when unknown)."""
+    for index, line in enumerate(stdout.split("\n")):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event, times[index] if index < len(times) else 0.0
+
+
+def stamp(steps: list[Step], since: int, elapsed: float) -> None:
+    """Give the steps added from index ``since`` on the arrival time of the event that made them."""
+    for index in range(since, len(steps)):
+        steps[index] = replace(steps[index], elapsed_s=elapsed)
 
 
 class AgentEnvironment(BaseEnvironment):
@@ -98,13 +122,19 @@ class AgentEnvironment(BaseEnvironment):
     def argv(self, prompt: str, workspace: Path, endpoint: Any) -> list[str]:
         raise NotImplementedError
 
-    def parse(self, stdout: str) -> Parsed:
+    def parse(self, stdout: str, times: Sequence[float] = ()) -> Parsed:
         raise NotImplementedError
 
     def is_turn(self, line: str) -> bool:
         """Whether one line of the CLI's stdout is a turn counted against ``max_turns`` (the
         rollout is killed past it). False here: a CLI that enforces the limit itself."""
         return False
+
+    def unreachable(self, line: str) -> str | None:
+        """The message when one line of the CLI's stdout says it could not reach the model and
+        is waiting to retry, else ``None``. The second such line stops the rollout as a
+        ``connection`` error (a CLI may wait minutes for a network). ``None`` here."""
+        return None
 
     # -- setup ----------------------------------------------------------------------------------
     @property
@@ -236,23 +266,25 @@ class AgentEnvironment(BaseEnvironment):
         limits = SandboxLimits(wall_s=opts.time_limit_s, cpu_s=opts.time_limit_s * 4, memory_mb=opts.memory_mb,
                                output_bytes=opts.output_bytes, file_mb=1024, network=True)
         (workspace.path / SCRATCH).mkdir(exist_ok=True)
-        watch = TurnWatch(opts.max_turns, self.is_turn)
+        watch = TurnWatch(opts.max_turns, self.is_turn, self.unreachable)
         try:
             result = await run_process(self.argv(request.prompt, workspace.path, endpoint), cwd=workspace.path,
                                        env=env, stdin=None, limits=limits, watch=watch)
         except SandboxError as exc:
             return Parsed(), {"kind": "agent_missing", "message": redact(exc.message)}, 0.0
-        parsed = self.parse(result.stdout)
+        parsed = self.parse(result.stdout, watch.times)
         tail = _tail(result.stderr)
         error = None
-        if watch.tripped:
+        if watch.gave_up is not None:
+            error = {"kind": "connection", "message": f"{self.cli.binary} was stopped: {redact(watch.gave_up)}"}
+        elif watch.tripped:
             error = {"kind": "max_turns", "message": f"{self.cli.binary} was stopped after more than max_turns = "
                                                      f"{opts.max_turns} turns"}
         elif result.timed_out:
             error = {"kind": "time_limit", "message": f"{self.cli.binary} did not finish within time_limit_s = "
                                                       f"{opts.time_limit_s:g} s (killed with its children){tail}"}
         elif parsed.failed is not None:
-            error = {"kind": "agent_failed", "message": redact(parsed.failed) + tail}
+            error = {"kind": parsed.failed_kind, "message": redact(parsed.failed) + tail}
         elif result.exit_code != 0:
             error = {"kind": "agent_failed", "message": f"{self.cli.binary} {result.status()}{tail}"}
         return parsed, error, result.wall_s
@@ -300,23 +332,37 @@ def skill_document(skill: Any) -> str:
 
 
 class TurnWatch:
-    """Counts turns in the CLI's stdout as it arrives; trips (kill) once past ``limit``."""
+    """Counts turns in the CLI's stdout as it arrives; trips (kill) once past ``limit``. It also
+    notes when each line arrived (``times``, seconds since it was made), for the steps' timing."""
 
-    def __init__(self, limit: int, is_turn: Callable[[str], bool]):
-        self.limit, self.is_turn = limit, is_turn
+    def __init__(self, limit: int, is_turn: Callable[[str], bool],
+                 unreachable: Callable[[str], str | None] = lambda line: None):
+        self.limit, self.is_turn, self.unreachable = limit, is_turn, unreachable
         self.turns = 0
+        self.retries: list[str] = []  # the CLI's "cannot reach the model, retrying" messages
+        self.gave_up: str | None = None
+        self.times: list[float] = []
         self._rest = b""
+        self._start = time.monotonic()
 
     @property
     def tripped(self) -> bool:
-        return self.turns > self.limit
+        return self.turns > self.limit or self.gave_up is not None
 
     def __call__(self, chunk: bytes) -> bool:
         lines = (self._rest + chunk).split(b"\n")
         self._rest = lines.pop()
+        now = time.monotonic() - self._start
         for line in lines:
-            if self.is_turn(line.decode("utf-8", errors="replace")):
+            self.times.append(now)
+            text = line.decode("utf-8", errors="replace")
+            if self.is_turn(text):
                 self.turns += 1
+            message = self.unreachable(text)
+            if message is not None:
+                self.retries.append(message)
+                if len(self.retries) >= UNREACHABLE_LINES and self.gave_up is None:
+                    self.gave_up = f"the model endpoint could not be reached ({message})"
         return self.tripped
 
 

@@ -26,6 +26,7 @@ Steps come from the stream-json events (``claude_stream``); spend from its ``res
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,8 @@ class ClaudeCodeEnvironment(AgentEnvironment):
             argv.append("--allowedTools=" + ",".join(t.strip() for t in opts.allowed_tools))
         return [*argv, "--", prompt]  # "--": a prompt that starts with "-" is still the prompt
 
-    def parse(self, stdout: str) -> Parsed:
-        return parse_stream(stdout)
+    def parse(self, stdout: str, times: Sequence[float] = ()) -> Parsed:
+        return parse_stream(stdout, times)
 
 
 def _is_root() -> bool:

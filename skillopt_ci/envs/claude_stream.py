@@ -21,12 +21,13 @@ event means the CLI stopped early: that is a failure.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.trajectory import Step
-from skillopt_ci.envs.agent_cli import Parsed
+from skillopt_ci.envs.agent_cli import Parsed, json_events, stamp
 
 
 @dataclass
@@ -37,40 +38,32 @@ class ClaudeStream(Parsed):
     num_turns: int | None = None
 
 
-def parse_stream(stdout: str) -> ClaudeStream:
-    """Parse the whole stream-json output of one run."""
+def parse_stream(stdout: str, times: Sequence[float] = ()) -> ClaudeStream:
+    """Parse the whole stream-json output of one run (``times``: when each line arrived)."""
     parsed = ClaudeStream()
     names: dict[str, str] = {}  # tool_use id → tool name, for the results
     denied: set[str] = set()
     ended = False
-    for line in stdout.splitlines():
-        event = _json_object(line)
-        if event is None:
-            continue
-        kind = event.get("type")
-        if kind == "system":
-            _system(event, parsed, denied)
-        elif kind == "assistant":
-            _assistant(event.get("message") or {}, parsed, names)
-        elif kind == "user":
-            _user(event.get("message") or {}, parsed, names)
-        elif kind == "result":
-            _result(event, parsed, names, denied)
-            ended = True
+    for event, elapsed in json_events(stdout, times):
+        before = len(parsed.steps)
+        _event(event, parsed, names, denied)
+        ended = ended or event.get("type") == "result"
+        stamp(parsed.steps, before, elapsed)
     if not ended:
         parsed.failed = "the CLI stopped without its final result event"
     return parsed
 
 
-def _json_object(line: str) -> dict[str, Any] | None:
-    line = line.strip()
-    if not line.startswith("{"):
-        return None
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+def _event(event: dict[str, Any], parsed: ClaudeStream, names: dict[str, str], denied: set[str]) -> None:
+    kind = event.get("type")
+    if kind == "system":
+        _system(event, parsed, denied)
+    elif kind == "assistant":
+        _assistant(event.get("message") or {}, parsed, names)
+    elif kind == "user":
+        _user(event.get("message") or {}, parsed, names)
+    elif kind == "result":
+        _result(event, parsed, names, denied)
 
 
 def _system(event: dict[str, Any], parsed: ClaudeStream, denied: set[str]) -> None:
@@ -137,6 +130,8 @@ def _result(event: dict[str, Any], parsed: ClaudeStream, names: dict[str, str], 
                                  text=f"permission denied: {name}"))
     if event.get("is_error") or str(event.get("subtype", "")).startswith("error"):
         parsed.failed = _failure(event, parsed.output)
+        if event.get("subtype") == "error_max_turns":  # its own --max-turns (set from max_turns)
+            parsed.failed_kind = "max_turns"
 
 
 def _failure(event: dict[str, Any], output: str) -> str:

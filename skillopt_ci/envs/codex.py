@@ -21,6 +21,7 @@ killed at the first one past the limit.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.trajectory import Step
-from skillopt_ci.envs.agent_cli import AgentEnvironment, AgentOptions, Parsed
+from skillopt_ci.envs.agent_cli import AgentEnvironment, AgentOptions, Parsed, json_events, stamp
 
 KEY_VARIABLE = "SKILLOPT_CODEX_API_KEY"
 PROVIDER_ID = "skillopt"
@@ -65,8 +66,20 @@ class CodexEnvironment(AgentEnvironment):
         return [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--disable", "plugins",
                 "-C", str(workspace), "--", prompt]
 
-    def parse(self, stdout: str) -> Parsed:
-        return parse_events(stdout)
+    def parse(self, stdout: str, times: Sequence[float] = ()) -> Parsed:
+        return parse_events(stdout, times)
+
+    def unreachable(self, line: str) -> str | None:
+        """Codex retries an unreachable endpoint for minutes ("Reconnecting... waiting for
+        network") whatever its retry settings; each such ``error`` event is one retry."""
+        if '"Reconnecting' not in line:
+            return None
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return None
+        message = str(event.get("message", "")) if isinstance(event, dict) and event.get("type") == "error" else ""
+        return message if message.startswith("Reconnecting") else None
 
     def is_turn(self, line: str) -> bool:
         if '"item.completed"' not in line:
@@ -114,20 +127,15 @@ def config_toml(endpoint: Any, sandbox: str) -> str:
     )
 
 
-def parse_events(stdout: str) -> Parsed:
-    """The steps, final message, usage and failure of one ``codex exec --json`` output."""
+def parse_events(stdout: str, times: Sequence[float] = ()) -> Parsed:
+    """The steps, final message, usage and failure of one ``codex exec --json`` output
+    (``times``: when each line arrived, for the steps' ``elapsed_s``)."""
     parsed = Parsed()
     started: set[str] = set()
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            _event(event, parsed, started)
+    for event, elapsed in json_events(stdout, times):
+        before = len(parsed.steps)
+        _event(event, parsed, started)
+        stamp(parsed.steps, before, elapsed)
     return parsed
 
 

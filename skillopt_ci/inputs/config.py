@@ -37,6 +37,7 @@ class ModelSpec:
     max_retries: int = 4
     max_retry_wait: float = 300.0  # seconds; caps every wait between retries, Retry-After included
     api: str = "chat"  # "responses": the OpenAI Responses API (openai, azure-openai, openai-compatible)
+    structured_output: str = "auto"  # how a JSON reply is asked for: models/structured.py
 
     @classmethod
     def from_dict(cls, role: str, data: Mapping[str, Any]) -> ModelSpec:
@@ -52,6 +53,7 @@ class ModelSpec:
             max_retries=int(data.get("max_retries", 4)),
             max_retry_wait=float(data.get("max_retry_wait", 300.0)),
             api=str(data.get("api", "chat")),
+            structured_output=str(data.get("structured_output", "auto")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,6 +67,8 @@ class ModelSpec:
             out["base_url"] = strip_userinfo(out["base_url"])
         if self.api != "chat":  # left out by default, so snapshots of chat models are unchanged
             out["api"] = self.api
+        if self.structured_output != "auto":
+            out["structured_output"] = self.structured_output
         return out
 
 
@@ -254,6 +258,9 @@ def api_problem(spec: ModelSpec) -> str | None:
     if spec.api == "responses" and spec.provider not in RESPONSES_PROVIDERS:
         return (f"api: responses is the OpenAI Responses API; the {spec.provider} provider does not speak it "
                 f"(use it with {', '.join(RESPONSES_PROVIDERS)}, or remove api)")
+    if spec.provider == "anthropic" and spec.structured_output in ("json_schema", "json_object"):
+        return (f"structured_output: {spec.structured_output} is an OpenAI response format; the anthropic "
+                "provider answers in a schema through a forced tool call (use auto or tool)")
     return None
 
 

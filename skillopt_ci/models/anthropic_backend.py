@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.openai_backend import malformed, to_provider_error
 from skillopt_ci.models.registry import Endpoint
+from skillopt_ci.models.structured import ReplyFormat, anthropic_fields, reply_text
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -35,7 +37,8 @@ class AnthropicBackend:
         )
 
     async def complete(
-        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = ()
+        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
+        reply: ReplyFormat | None = None,
     ) -> Completion:
         body: dict[str, Any] = {"max_tokens": DEFAULT_MAX_TOKENS, **params, "model": self.model}
         system = "\n\n".join(m.text for m in messages if m.role == "system")
@@ -45,12 +48,18 @@ class AnthropicBackend:
         if tools:
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                              for t in tools]
+        if reply is not None:  # Messages has no response format: a forced call of one tool
+            body.update(anthropic_fields(reply))
         started = time.perf_counter()
         try:
             content = await self._client.post("/v1/messages", cast_to=bytes, body=body)
         except self._anthropic.APIError as exc:
             raise to_provider_error(self._anthropic, exc) from None
-        return parse_message(content, time.perf_counter() - started)
+        done = parse_message(content, time.perf_counter() - started)
+        if reply is None:
+            return done
+        text, calls = reply_text(done.text, done.tool_calls, reply, self.provider)
+        return replace(done, text=text, tool_calls=calls)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -38,7 +38,8 @@ class Backend(Protocol):
     provider: str
 
     async def complete(
-        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = ()
+        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
+        reply: Any = None,
     ) -> Completion: ...
 
     async def aclose(self) -> None: ...
@@ -49,7 +50,9 @@ class ModelCaller(Protocol):
 
     ``sample_index`` distinguishes repeats, so that repeated samples are real samples and not
     cache hits of the first one. ``tools`` are offered to the model (they are part of the cache
-    key); ``context`` (an environment's identity) joins the cache key when given.
+    key); ``context`` (an environment's identity) joins the cache key when given; ``reply`` (a
+    :class:`~skillopt_ci.models.structured.ReplyFormat`) asks for a JSON reply of its schema through
+    the provider's own mechanism, as the model's ``structured_output`` setting says.
     """
 
     async def complete(
@@ -60,4 +63,5 @@ class ModelCaller(Protocol):
         *,
         tools: Sequence[ToolSpec] = (),
         context: Mapping[str, Any] | None = None,
+        reply: Any = None,
     ) -> Completion: ...

@@ -67,9 +67,10 @@ def cache_key(
     tools: Sequence[ToolSpec] = (),
     context: Mapping[str, Any] | None = None,
     api: str = "chat",
+    reply: Mapping[str, Any] | None = None,
 ) -> str:
     """Stable sha256 of everything that determines a response. ``tools``, a non-empty
-    ``context`` and an ``api`` other than "chat" join the payload only when present, so a plain
+    ``context``, an ``api`` other than "chat" and a structured ``reply`` join the payload only when present, so a plain
     call keeps the key it always had."""
     payload: dict[str, Any] = {
         "provider": provider,
@@ -84,6 +85,8 @@ def cache_key(
         payload["context"] = dict(context)
     if api != "chat":
         payload["api"] = api
+    if reply:
+        payload["reply"] = dict(reply)
     canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

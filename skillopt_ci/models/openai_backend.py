@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.registry import Endpoint
 from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
+from skillopt_ci.models.structured import ReplyFormat, chat_fields, reply_text
 
 
 class OpenAIBackend:
@@ -47,20 +49,31 @@ class OpenAIBackend:
             )
 
     async def complete(
-        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = ()
+        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
+        reply: ReplyFormat | None = None,
     ) -> Completion:
         body = {**params, "model": self.model, "messages": chat_messages(messages)}
         if tools:
             body["tools"] = [chat_tool(t) for t in tools]
+        if reply is not None:
+            body.update(chat_fields(reply, self.provider))
         started = time.perf_counter()
         try:
             content = await self._client.post("/chat/completions", cast_to=bytes, body=body)
         except self._openai.APIError as exc:
             raise to_provider_error(self._openai, exc) from None
-        return parse_chat_completion(content, time.perf_counter() - started)
+        return structured(parse_chat_completion(content, time.perf_counter() - started), reply, self.provider)
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def structured(completion: Completion, reply: ReplyFormat | None, provider: str) -> Completion:
+    """``completion`` with the asked-for reply as its text (see :func:`structured.reply_text`)."""
+    if reply is None:
+        return completion
+    text, calls = reply_text(completion.text, completion.tool_calls, reply, provider)
+    return replace(completion, text=text, tool_calls=calls)
 
 
 def error_text(message: Message) -> str:

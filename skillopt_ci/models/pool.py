@@ -19,6 +19,7 @@ from skillopt_ci.models.cache import ResponseCache, cache_key
 from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
 from skillopt_ci.models.registry import Endpoint, base_url_of, create_backend, resolve_endpoint
 from skillopt_ci.models.retry import BASE_DELAY_S, with_retries
+from skillopt_ci.models.structured import ReplyFormat, resolve_mode
 
 
 @dataclass
@@ -106,14 +107,20 @@ class ModelPool:
         *,
         tools: Sequence[ToolSpec] = (),
         context: Mapping[str, Any] | None = None,
+        reply: ReplyFormat | None = None,
     ) -> Completion:
         """One call by role. ``tools`` are offered to the model; ``tools`` and ``context`` (the
-        calling environment's identity) are part of the cache key."""
+        calling environment's identity) are part of the cache key. ``reply`` asks for a JSON reply
+        of its schema in the way the role's ``structured_output`` setting says (``off``: not at
+        all); what was asked joins the cache key."""
         spec = self.spec(role)
         spend = self.spend.setdefault(role, RoleSpend())
         params = dict(spec.params)
+        if reply is not None:
+            mode = resolve_mode(spec.structured_output, spec.provider)
+            reply = None if mode == "off" else replace(reply, mode=mode)
         key = cache_key(spec.provider, spec.model, params, messages, sample_index,
-                        tools=tools, context=context, api=spec.api)
+                        tools=tools, context=context, api=spec.api, reply=reply.key() if reply else None)
         cached = self.cache.get(key)
         price = self.price(spec)
         if cached is not None:
@@ -132,9 +139,9 @@ class ModelPool:
 
         async def attempt() -> Completion:
             async with self._limit:
-                if tools:
-                    return await backend.complete(messages, params, tools)
-                return await backend.complete(messages, params)  # backends written before tools
+                # only what is used is passed: a backend written before tools or replies still works
+                extra: tuple[Any, ...] = (tools,) if tools or reply is not None else ()
+                return await backend.complete(messages, params, *extra, **({"reply": reply} if reply else {}))
 
         try:
             completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry,

@@ -28,23 +28,28 @@ from skillopt_ci.models.openai_backend import (
     OpenAIBackend,
     error_text,
     malformed,
+    structured,
     to_provider_error,
 )
+from skillopt_ci.models.structured import ReplyFormat, responses_fields
 
 
 class ResponsesBackend(OpenAIBackend):
     """Same client, auth and error mapping as Chat Completions; another route and body."""
 
     async def complete(
-        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = ()
+        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
+        reply: ReplyFormat | None = None,
     ) -> Completion:
         body = responses_body(self.model, messages, params, tools)
+        if reply is not None:
+            body.update(responses_fields(reply, self.provider))
         started = time.perf_counter()
         try:
             content = await self._client.post("/responses", cast_to=bytes, body=body)
         except self._openai.APIError as exc:
             raise to_provider_error(self._openai, exc) from None
-        return parse_response(content, time.perf_counter() - started)
+        return structured(parse_response(content, time.perf_counter() - started), reply, self.provider)
 
 
 def responses_body(

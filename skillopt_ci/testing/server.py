@@ -1,7 +1,8 @@
 """A scripted model server: real HTTP on 127.0.0.1 speaking OpenAI (Chat Completions and the
 Responses API), Azure OpenAI and Anthropic, with tool calls and images.
 
-Tests point the real ``openai`` and ``anthropic`` SDKs (and the Codex and Claude Code CLIs) at
+A request that forces a tool or asks for a JSON response format gets the reply a constrained
+decoder would give (:mod:`constrained`). Tests point the real ``openai`` and ``anthropic`` SDKs (and the Codex and Claude Code CLIs) at
 it; a Python policy decides each reply. ``stream: true`` on the Responses API and Anthropic
 Messages is answered with Server-Sent Events (:mod:`wire_stream`), chunked; Chat Completions
 refuses it. Faults (rate limits, server errors, slow or malformed answers, dropped connections)
@@ -24,6 +25,7 @@ from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
+from skillopt_ci.testing.constrained import constrain
 from skillopt_ci.testing.protocols import (
     Fault,
     RequestError,
@@ -218,7 +220,7 @@ class ScriptedModelServer(LoopbackService):
                 self._record(RecordedCall(request, response.status, fault.kind, None))
                 return response
             culprit = "policy"
-            reply = _as_reply(self.policy(request))
+            reply = constrain(request.params, _as_reply(self.policy(request)))
         except Exception as exc:
             message = f"ScriptedModelServer {culprit} raised {type(exc).__name__}: {exc}"
             self._record(RecordedCall(request, 500, None, None, message))

@@ -16,7 +16,7 @@ from skillopt_ci.core.edits import Edit
 from skillopt_ci.core.text import fence
 from skillopt_ci.models.base import Message, ModelCaller, Usage
 from skillopt_ci.prompts.render import render_template
-from skillopt_ci.train.optimizer.ask import ask_json
+from skillopt_ci.train.optimizer.ask import ask_json, text_reply
 from skillopt_ci.train.optimizer.buffer import describe_edit
 from skillopt_ci.train.optimizer.proposals import ProposalError, extract_json_object
 from skillopt_ci.train.optimizer.reflect import render_meta_skill, system_prompt
@@ -98,5 +98,5 @@ async def update_meta_skill(
     entries = [e if isinstance(e, EpochEdit) else EpochEdit.from_dict(e) for e in epoch_log]
     if not entries:
         return MetaResult(meta_skill, None)
-    answer = await ask_json(models, meta_messages(meta_skill, entries), parse_meta)
+    answer = await ask_json(models, meta_messages(meta_skill, entries), parse_meta, text_reply("meta_skill", "meta_skill"))
     return MetaResult(answer.value, answer.error, answer.usage, answer.attempts)

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillopt_ci.core.edits import OPS, Edit
-from skillopt_ci.inputs.yamlfile import format_path, schema_validator
+from skillopt_ci.inputs.yamlfile import format_path, load_schema, schema_validator
+from skillopt_ci.models.structured import ReplyFormat
 
 SCHEMA = "proposal.schema.json"
+PROPOSAL_REPLY = ReplyFormat("skill_proposal", load_schema(SCHEMA))
 _FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*(\w*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
 
 

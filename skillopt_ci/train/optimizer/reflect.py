@@ -25,7 +25,7 @@ from skillopt_ci.models.base import Message, ModelCaller, Usage
 from skillopt_ci.prompts.render import load_template, render_template
 from skillopt_ci.train.optimizer.ask import ask_json
 from skillopt_ci.train.optimizer.buffer import OptimizerBuffer
-from skillopt_ci.train.optimizer.proposals import ParsedProposal, read_proposal
+from skillopt_ci.train.optimizer.proposals import PROPOSAL_REPLY, ParsedProposal, read_proposal
 
 FAILURE, SUCCESS = "failure", "success"
 TEMPLATES = {FAILURE: "reflect_failures.md", SUCCESS: "reflect_successes.md"}
@@ -171,7 +171,7 @@ async def _reflect_group(
     def parse(text: str) -> ParsedProposal:
         return read_proposal(text, ctx.max_edits, source=kind)
 
-    answer = await ask_json(models, reflection_messages(kind, group, ctx), parse)
+    answer = await ask_json(models, reflection_messages(kind, group, ctx), parse, PROPOSAL_REPLY)
     ids = tuple(dict.fromkeys(r.task_id for r in group))
     parsed = answer.value
     if parsed is None:

@@ -20,7 +20,7 @@ from skillopt_ci.core.skill import PROTECTED_RE, find_protected
 from skillopt_ci.core.text import fence
 from skillopt_ci.models.base import Message, ModelCaller, Usage
 from skillopt_ci.prompts.render import render_template
-from skillopt_ci.train.optimizer.ask import ask_json
+from skillopt_ci.train.optimizer.ask import ask_json, text_reply
 from skillopt_ci.train.optimizer.proposals import ProposalError, extract_json_object
 from skillopt_ci.train.optimizer.reflect import system_prompt
 
@@ -160,7 +160,7 @@ async def slow_update(
     """Ask for the new content of ``block_name``; never raises for a bad reply or a provider
     error (``error`` is set and ``content`` is ``None``)."""
     messages = slow_update_messages(previous_skill, current_skill, categories, block_name)
-    answer = await ask_json(models, messages, parse_block)
+    answer = await ask_json(models, messages, parse_block, text_reply("slow_update", "analysis", "block"))
     if answer.value is None:
         return SlowUpdateResult(None, "", answer.error, answer.usage, answer.attempts)
     analysis, block = answer.value
