@@ -49,8 +49,7 @@ RULES = (
     "Reply with one complete Python program in a single ```python fenced block. It reads the "
     "input workbook at the path in the variable INPUT_PATH and saves the resulting workbook to "
     "the path in OUTPUT_PATH (both are defined before your program runs, and are also "
-    "environment variables). Use only the Python standard library, openpyxl and pandas. "
-    "Write values, not formulas: the result is read without recalculation."
+    "environment variables). Use only the Python standard library, openpyxl and pandas."
 )
 # Runs solution.py with INPUT_PATH/OUTPUT_PATH as globals; a traceback starts at the program's
 # own frame, so what the model sees names solution.py and its lines, nothing of this runner.
