@@ -5,20 +5,37 @@ follow only the rules the skill states, and an optimizer), points the real OpenA
 through the ``openai-compatible`` provider, and evaluates and trains both bundled examples: the
 ticket-triage chat suite and the sales-analysis tools suite (Python over a CSV in a workspace). Nothing leaves the
 machine and no key is needed; every number printed is labelled as coming from a simulation.
+
+``demo --benchmark NAME`` does the same for one of the method's benchmarks, with nothing specific
+to it: the benchmark's fixture module (``skillopt_ci.testing.benchdata.<name>``) writes a tiny
+dataset in the upstream format (one record per id of the published manifest's first test ids),
+the benchmark's importer turns it into a suite (the real import path), the module's ``policy`` plays the target on the scripted server, and ``bench run``
+evaluates a skill on the first few test tasks and prints the results table.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import os
+import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType
+from types import MappingProxyType, ModuleType
 
+from skillopt_ci.benchmarks import benchmark_module
+from skillopt_ci.benchmarks.extras import require
+from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
+from skillopt_ci.benchmarks.run import BenchRequest, run_bench
+from skillopt_ci.benchmarks.writer import write_suite
+from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.engine.evaluation import EvalRequest, run_eval
 from skillopt_ci.inputs.config import CacheSettings, Config, ModelSpec, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.scaffold import example_path
+from skillopt_ci.render.bench_table import bench_text, heading
 from skillopt_ci.render.eval_report import score_table
 from skillopt_ci.testing.server import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SIM_TARGET, SimulatedModels
@@ -100,3 +117,112 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> None:
             echo(f"Run directories: {out}")
         echo("Against real providers: skillopt-ci init, export OPENAI_API_KEY=…, then skillopt-ci eval ticket-triage")
         echo("(and, with models.optimizer set in skillopt.yml, skillopt-ci train --skill ticket-triage).")
+
+
+FIXTURES = "skillopt_ci.testing.benchdata"
+BENCH_MODEL = "sim-benchmark-1"
+BENCH_TASKS = 5
+STARTER_SKILL = """---
+name: {name}-starter
+description: A starting skill for {title}; train it with skillopt-ci train.
+---
+# {title}
+
+Read the task carefully and use only what it gives you. Think before you answer, then give the
+final answer in exactly the form the task asks for.
+"""
+
+
+def fixture_module(name: str) -> ModuleType:
+    """The benchmark's fixture module (``write_fixture`` and ``policy``); InputError when none."""
+    benchmark_module(name)  # an unknown name: InputError listing the six
+    try:
+        return importlib.import_module(f"{FIXTURES}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not f"{FIXTURES}.{name}".startswith(exc.name):
+            raise
+        raise InputError(f"no demo data for the {name} benchmark in this installation") from None
+
+
+@contextlib.contextmanager
+def variables(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for the demo and restore them afterwards."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def demo_manifest(name: str, tasks: int) -> Manifest:
+    """The published manifest of ``name`` cut to its first ``tasks`` test ids and two of each
+    other split: the fixture then holds one record per id, and the import needs no other."""
+    manifest = load_manifest(name)
+    keep = {split: items[:tasks if split == "test" else 2] for split, items in manifest.splits.items()}
+    return replace(manifest, splits=MappingProxyType(keep))
+
+
+def import_fixture(name: str, root: Path, tasks: int = BENCH_TASKS) -> tuple[Path, dict[str, str]]:
+    """Write the fixture under ``root`` and import it with the benchmark's own importer into
+    ``root/eval_suites/<name>``. Asset roots the suite names by a variable (``${ALFWORLD_DATA}``)
+    are pointed at the fixture: the variables to set are returned with the suites folder."""
+    module, fixture = benchmark_module(name), fixture_module(name)
+    for extra in module.EXTRAS:
+        require(extra, name)
+    manifest = demo_manifest(name, tasks)
+    data = fixture.write_fixture(root / "data", manifest)
+    draft = module.read(data, manifest)
+    found = (re.match(r"\$\{(\w+)\}", folder) for folder in draft.asset_roots.values())
+    names = {m.group(1): str(data) for m in found if m}
+    suites = root / "eval_suites"
+    write_suite(draft, suites / name, benchmark=name, manifest=manifest, source=str(data), force=True)
+    return suites, names
+
+
+def bench_demo_config(base_url: str, runs_dir: Path) -> Config:
+    target = ModelSpec.from_dict("target", {"provider": "openai-compatible", "model": BENCH_MODEL,
+                                            "base_url": base_url, "params": {"temperature": 0}})
+    return Config(root=runs_dir, file="(demo)", models=MappingProxyType({"target": target}), skills=(),
+                  concurrency=4, cache=CacheSettings(mode="off", path=runs_dir / "cache.sqlite"), runs_dir=runs_dir,
+                  pricing=MappingProxyType({BENCH_MODEL: MappingProxyType({"input": 0.0, "output": 0.0})}))
+
+
+def run_benchmark_demo(name: str, out: Path | None, skill: Path | None = None,
+                       echo: Callable[[str], None] = print, tasks: int = BENCH_TASKS) -> int:
+    """``demo --benchmark NAME``: the table of a skill on the first ``tasks`` test tasks of the
+    benchmark's fixture, on a simulated target. Returns the bench run's exit code."""
+    from skillopt_ci.benchmarks.run import exit_code
+
+    module, fixture = benchmark_module(name), fixture_module(name)
+    with tempfile.TemporaryDirectory(prefix=f"skillopt-demo-{name}-") as tmp:
+        root = out or Path(tmp)
+        suites, names = import_fixture(name, root, tasks)
+        if skill is None:
+            skill = root / "skills" / f"{name}-starter" / "SKILL.md"
+            skill.parent.mkdir(parents=True, exist_ok=True)
+            text = getattr(fixture, "SKILL", None) or STARTER_SKILL.format(name=name, title=module.TITLE)
+            skill.write_text(text, encoding="utf-8")
+        echo(f"SIMULATION - no real model is called. {module.TITLE}: a tiny dataset in the upstream format,")
+        echo(f"imported with skillopt-ci bench import {name}; a scripted server on 127.0.0.1 plays the target,")
+        echo("right on some tasks and wrong on others, through the real OpenAI SDK. The numbers say nothing")
+        echo("about any real model.")
+        echo("")
+        with variables(names), ScriptedModelServer(fixture.policy) as server:
+            request = BenchRequest(skill=skill, benchmarks=(name,), split="test", suites_dir=suites,
+                                   out=root / "bench", fresh=True, limit=tasks)
+            outcome = run_bench(bench_demo_config(server.openai_base_url, root), request, show_progress=False)
+        echo(heading(outcome.table) + f" · the first {tasks} tasks")
+        echo("")
+        echo(bench_text(outcome.table))
+        echo("")
+        echo(f"{server.call_count} calls to the simulated target.")
+        if out:
+            echo(f"Suite, runs and table: {out}")
+        echo(f"With the real data: skillopt-ci bench import {name} --from PATH, then")
+        echo(f"skillopt-ci bench run --skill SKILL.md --benchmarks {name}  ({module.DATA_HELP})")
+        return exit_code(outcome.table)

@@ -752,6 +752,10 @@ def test_registry_names():
         "llm_judge",
         "reward",
         "verify",
+        "officeqa",
+        "searchqa",
+        "livemath",
+        "docvqa",
         "spreadsheet",
     }
     assert all(issubclass(cls, Scorer) and cls.name == name for name, cls in SCORERS.items())

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from skillopt_ci.cli.bench_run import bench_run
+
 
 @click.group()
 def bench() -> None:
@@ -36,3 +38,6 @@ def import_cmd(name: str, source: Path, manifest_dir: Path | None, out: Path | N
     for note in report.notes:
         click.echo(note)
     click.echo(f"next: add the suite to skillopt.yml, or run skillopt-ci bench run --skill SKILL.md --benchmarks {name}")
+
+
+bench.add_command(bench_run)

@@ -52,11 +52,21 @@ def validate(state: State, strict: bool) -> None:
 
 @click.command()
 @click.option("--out", type=click.Path(path_type=Path), help="Where to keep the run directories (default: a temporary directory).")
-def demo(out: Path | None) -> None:
+@click.option("--benchmark", help="Run a few fixture tasks of one of the method's benchmarks instead (e.g. searchqa).")
+@click.option("--skill", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="With --benchmark: the skill to evaluate (default: a starter skill).")
+def demo(out: Path | None, benchmark: str | None, skill: Path | None) -> None:
     """Offline demo: evaluate the bundled example on a simulated model (no key, no network)."""
-    from skillopt_ci.demo import run_demo
     from skillopt_ci.inputs.writable import check_dir
 
     if out is not None:
         check_dir(out, "--out")
+    if benchmark is not None:
+        from skillopt_ci.demo import run_benchmark_demo
+
+        sys.exit(run_benchmark_demo(benchmark, out, skill, echo=click.echo))
+    if skill is not None:
+        raise InputError("--skill needs --benchmark", hint="skillopt-ci demo --benchmark NAME --skill SKILL.md")
+    from skillopt_ci.demo import run_demo
+
     run_demo(out, echo=click.echo)

@@ -127,7 +127,8 @@ class EvalSession:
         self.stream = stream
         self._loop = asyncio.new_event_loop()
         self._scorers: dict[Path, Scorer] = {}
-        self._environments: dict[Path, BaseEnvironment] = {}
+        # by suite and environment: one suite may be evaluated under several environments (bench run --env)
+        self._environments: dict[tuple[Path, str], BaseEnvironment] = {}
 
     def __enter__(self) -> EvalSession:
         return self
@@ -150,10 +151,11 @@ class EvalSession:
         return self._scorers[suite.path]
 
     def environment(self, suite: Suite) -> BaseEnvironment:
-        if suite.path not in self._environments:
-            self._environments[suite.path] = build_environment(dict(suite.environment), suite.path,
-                                                               where=f"{suite.display}/suite.yaml: environment")
-        return self._environments[suite.path]
+        key = (suite.path, json.dumps(dict(suite.environment), sort_keys=True, default=str))
+        if key not in self._environments:
+            self._environments[key] = build_environment(dict(suite.environment), suite.path,
+                                                        where=f"{suite.display}/suite.yaml: environment")
+        return self._environments[key]
 
     def check(self, suite: Suite, plan: EvalPlan | None = None, budgets: Budgets | None = None) -> None:
         """Everything that can be checked before spending anything: models, keys, prices; with a
@@ -209,7 +211,7 @@ class EvalSession:
         left = budgets.max_dollars - self.pool.total_spend().cost_usd
         if usd > left and not self.assume_yes:
             raise InputError(
-                f"estimated cost {estimate.describe()}{f' per side, ×{self.estimate_runs}' if self.estimate_runs > 1 else ''}"
+                f"estimated cost {estimate.describe()}{f' per evaluation, ×{self.estimate_runs}' if self.estimate_runs > 1 else ''}"
                 f" exceeds the ${left:,.2f} left of budgets.max_dollars", where=self.config.file,
                 hint="pass --yes to run anyway, the budget still stops it; or shrink the skill or the split")
 

@@ -9,6 +9,9 @@ Built-ins (every one works inside the rollout's :class:`~skillopt_ci.sandbox.Wor
   paths and symlinks that leave it are refused);
 - ``submit_answer`` (``answer``): ends the rollout with that answer.
 
+Toolsets (``TOOLSETS``) are names that offer several tools at once: ``documents`` is ``glob``,
+``read`` and ``grep`` over the task's own files only (``envs.doc_tools``).
+
 Every tool's arguments are checked against its JSON Schema before it runs. A tool never raises
 out of :meth:`Tool.run`: what went wrong is a :class:`ToolResult` with ``is_error`` set, shown
 to the model. Results are cut to the environment's ``tool_output_chars`` (start and end kept).
@@ -16,6 +19,7 @@ to the model. Results are cut to the environment's ``tool_output_chars`` (start 
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -179,20 +183,34 @@ def _function_handler(tool: FunctionTool) -> Handler:
     return handler
 
 
+#: Names that offer several tools at once: {name: "module:attribute"} of a tuple of Tools.
+TOOLSETS: dict[str, str] = {"documents": "skillopt_ci.envs.doc_tools:TOOLS"}
+
+
+def toolset(name: str) -> tuple[Tool, ...]:
+    module, _, attr = TOOLSETS[name].partition(":")
+    return tuple(getattr(importlib.import_module(module), attr))
+
+
 def build_tools(entries: Any, suite_dir: Path, where: str) -> tuple[dict[str, Tool], dict[str, Path]]:
     """The tools the ``tools`` option declares, by name, and the files of the function tools
     (their content is part of the environment's identity). ``InputError`` for a bad entry."""
+    known = f"built-in tools: {', '.join(BUILTINS)}; toolsets: {', '.join(TOOLSETS)}"
     if not isinstance(entries, (list, tuple)) or not entries:
         raise InputError("environment tools: option \"tools\" must be a non-empty list", where=where,
-                         hint=f"built-in tools: {', '.join(BUILTINS)}; or \"module:function\"")
+                         hint=f"{known}; or \"module:function\"")
     tools: dict[str, Tool] = {}
     files: dict[str, Path] = {}
     for index, entry in enumerate(entries):
         at = f"environment tools: tools[{index}]"
+        if isinstance(entry, str) and entry in TOOLSETS:
+            for tool in toolset(entry):
+                _add(tools, tool, at, where)
+            continue
         if isinstance(entry, str) and ":" not in entry:
             if entry not in BUILTINS:
                 raise InputError(f"{at}: unknown built-in tool {entry!r}", where=where,
-                                 hint=f"built-in tools: {', '.join(BUILTINS)}; a suite function is \"module:function\"")
+                                 hint=f"{known}; a suite function is \"module:function\"")
             tool = BUILTINS[entry]
         elif isinstance(entry, (str, dict)):
             tool = _function(entry, suite_dir, at, where)
@@ -201,11 +219,15 @@ def build_tools(entries: Any, suite_dir: Path, where: str) -> tuple[dict[str, To
         else:
             raise InputError(f"{at}: expected a tool name, \"module:function\" or a mapping, got {entry!r:.60}",
                              where=where)
-        if tool.spec.name in tools:
-            raise InputError(f"{at}: two tools are named {tool.spec.name!r}", where=where,
-                             hint='give one a different "name"')
-        tools[tool.spec.name] = tool
+        _add(tools, tool, at, where)
     return tools, files
+
+
+def _add(tools: dict[str, Tool], tool: Tool, at: str, where: str) -> None:
+    if tool.spec.name in tools:
+        raise InputError(f"{at}: two tools are named {tool.spec.name!r}", where=where,
+                         hint='give one a different "name", or leave out the built-in a toolset also offers')
+    tools[tool.spec.name] = tool
 
 
 def _relative(path: Path, base: Path) -> str:

@@ -9,7 +9,10 @@ It ends with the first reply that calls no tool (its text is the answer), with a
 ``submit_answer`` call (its ``answer``), or as an errored rollout with its steps kept: ``max_turns``
 replies that all called tools (kind ``max_turns``), ``time_limit_s`` passed (kind
 ``time_limit``; the running command and its children are killed), or a provider failure (its
-kind). A tool that raises, times out, is unknown, or gets arguments that are not JSON or do not
+kind). With ``answer_tag`` set (``answer``), a final reply must contain ``<answer>`` to be an
+answer: one without it, or ``max_turns`` replies that all called tools, end the rollout *scored*
+with an empty output (finish reason ``no_answer``), as benchmarks that count them as failures do.
+A tool that raises, times out, is unknown, or gets arguments that are not JSON or do not
 fit its schema is an error result shown to the model, never a crash.
 
 Every model call goes through the pool with ``tools`` = the tool specs and ``context`` = this
@@ -22,6 +25,7 @@ files the rollout wrote are copied to ``request.keep_dir`` when they total at mo
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +59,7 @@ class ToolsOptions:
     tool_output_chars: int = 20_000
     keep_files_bytes: int = 262_144
     transcript_chars: int = 20_000
+    answer_tag: str | None = None  # the final reply must contain <answer_tag>; else no answer (scored, empty)
 
 
 @dataclass
@@ -71,6 +76,7 @@ class _Progress:
     output: str = ""
     finish_reason: str | None = None
     error: dict[str, str] | None = None
+    no_answer: str | None = None
 
     def add(self, kind: str, **fields: Any) -> None:
         self.steps.append(Step(kind, elapsed_s=time.monotonic() - self.started, **fields))
@@ -86,6 +92,11 @@ class _Progress:
         self.error = {"kind": kind, "message": message}
         self.add("error", text=f"{kind}: {message}", is_error=True)
 
+    def give_up(self, message: str) -> None:
+        """End without an answer: scored (empty output), not an errored rollout."""
+        self.output, self.finish_reason, self.no_answer = "", "no_answer", message
+        self.add("error", text=f"no_answer: {message}", is_error=True)
+
 
 class ToolsEnvironment(BaseEnvironment):
     name = "tools"
@@ -100,6 +111,9 @@ class ToolsEnvironment(BaseEnvironment):
                 raise InputError(f"environment tools: {key} must be positive, got {getattr(opts, key)}", where=self.where)
         if opts.keep_files_bytes < 0:
             raise InputError("environment tools: keep_files_bytes must be 0 or more", where=self.where)
+        if opts.answer_tag is not None and not re.fullmatch(r"[A-Za-z_][\w-]*", opts.answer_tag):
+            raise InputError(f"environment tools: answer_tag must be a tag name such as answer, got {opts.answer_tag!r}",
+                             where=self.where)
         self.tools, self.tool_files = build_tools(opts.tools, self.suite_dir, self.where)
         self.specs = tuple(t.spec for t in self.tools.values())
         self._identity = super().identity()
@@ -157,7 +171,7 @@ class ToolsEnvironment(BaseEnvironment):
             progress.finish_reason = completion.finish_reason
             progress.add("model", text=completion.text, usage=completion.usage)
             if not completion.tool_calls:
-                progress.output = completion.text
+                self._final(completion.text, progress)
                 return
             messages.append(Message("assistant", completion.text, tool_calls=completion.tool_calls))
             for call in completion.tool_calls:
@@ -170,7 +184,18 @@ class ToolsEnvironment(BaseEnvironment):
                     progress.output = result.answer
                     progress.finish_reason = "submit_answer"
                     return
-        progress.fail("max_turns", f"no final answer after max_turns = {self.options.max_turns} model turns")
+        message = f"no final answer after max_turns = {self.options.max_turns} model turns"
+        if self.options.answer_tag is not None:
+            progress.give_up(message)
+        else:
+            progress.fail("max_turns", message)
+
+    def _final(self, text: str, progress: _Progress) -> None:
+        tag = self.options.answer_tag
+        if tag is not None and f"<{tag.lower()}>" not in text.lower():
+            progress.give_up(f"the final reply called no tool and has no <{tag}> tag")
+        else:
+            progress.output = text
 
     async def _call(self, call: ToolCall, request: RolloutRequest, workspace: Workspace, deadline: float) -> ToolResult:
         tool: Tool | None = self.tools.get(call.name)
@@ -203,6 +228,8 @@ class ToolsEnvironment(BaseEnvironment):
             raise
         if progress.error is not None:
             ending = f"[ended: {progress.error['kind']}] {progress.error['message']}"
+        elif progress.no_answer is not None:
+            ending = f"[no answer] {progress.no_answer}"
         else:
             ending = f"[final answer] {cap(progress.output, 4_000)}"
         return Rollout(

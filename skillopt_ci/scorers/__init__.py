@@ -13,9 +13,11 @@ from typing import Any
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.options import options_to_dict, parse_options
 from skillopt_ci.scorers.base import Score, Scorer
+from skillopt_ci.scorers.benchmarks_text import DocVQAScorer, LiveMathScorer, SearchQAScorer
 from skillopt_ci.scorers.json_scorer import JsonScorer
 from skillopt_ci.scorers.judge import Judge
 from skillopt_ci.scorers.numeric import Numeric
+from skillopt_ci.scorers.officeqa import OfficeQAScorer
 from skillopt_ci.scorers.python_scorer import PythonScorer
 from skillopt_ci.scorers.reward import RewardScorer
 from skillopt_ci.scorers.spreadsheet import SpreadsheetScorer
@@ -37,6 +39,10 @@ SCORERS: dict[str, type[Scorer]] = {
         Judge,
         RewardScorer,
         VerifyScorer,
+        OfficeQAScorer,
+        SearchQAScorer,
+        LiveMathScorer,
+        DocVQAScorer,
         SpreadsheetScorer,
     )
 }
