@@ -756,6 +756,7 @@ def test_registry_names():
         "searchqa",
         "livemath",
         "docvqa",
+        "spreadsheet",
     }
     assert all(issubclass(cls, Scorer) and cls.name == name for name, cls in SCORERS.items())
     assert scorer_options("exact") == {

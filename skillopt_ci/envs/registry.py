@@ -25,6 +25,7 @@ BUILTIN: dict[str, str] = {
     "interactive": "skillopt_ci.envs.interactive:InteractiveEnvironment",
     "codex": "skillopt_ci.envs.codex:CodexEnvironment",
     "claude-code": "skillopt_ci.envs.claude_code:ClaudeCodeEnvironment",
+    "codegen": "skillopt_ci.envs.codegen:CodegenEnvironment",
 }
 
 

@@ -20,6 +20,7 @@ from skillopt_ci.scorers.numeric import Numeric
 from skillopt_ci.scorers.officeqa import OfficeQAScorer
 from skillopt_ci.scorers.python_scorer import PythonScorer
 from skillopt_ci.scorers.reward import RewardScorer
+from skillopt_ci.scorers.spreadsheet import SpreadsheetScorer
 from skillopt_ci.scorers.text import Anls, Choice, Contains, Exact, Regex, TokenF1
 from skillopt_ci.scorers.verify import VerifyScorer
 
@@ -42,6 +43,7 @@ SCORERS: dict[str, type[Scorer]] = {
         SearchQAScorer,
         LiveMathScorer,
         DocVQAScorer,
+        SpreadsheetScorer,
     )
 }
 SCORER_NAMES: tuple[str, ...] = tuple(SCORERS)
