@@ -8,14 +8,12 @@ are written into the suite folder.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
-
-CHUNK = 1 << 20
+from skillopt_ci.inputs.assets import file_sha256
 
 
 @dataclass(frozen=True)
@@ -34,14 +32,6 @@ class SuiteDraft:
     assets: dict[str, Asset] = field(default_factory=dict)
     asset_roots: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def asset(path: Path) -> Asset:
