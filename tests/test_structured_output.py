@@ -34,6 +34,21 @@ def walk(node):
             yield from walk(value)
 
 
+def test_the_decoding_schema_accepts_only_replies_the_contract_accepts():
+    from jsonschema import Draft202012Validator
+
+    decoding = Draft202012Validator(PROPOSAL_REPLY.schema)
+    contract = schema_validator("proposal.schema.json")
+    edits = [{"op": "append", "text": "x", "rationale": "r"}, {"op": "insert_after", "anchor": "a", "text": "x", "rationale": "r"},
+             {"op": "replace", "anchor": "a", "text": "x", "rationale": "r"}, {"op": "delete", "anchor": "a", "rationale": "r"},
+             {"op": "insert_after", "text": "x", "rationale": "r"}, {"op": "delete", "rationale": "r"},
+             {"op": "append", "text": "", "rationale": "r"}, {"op": "append", "rationale": "r"}]
+    for edit in edits:
+        reply = {"analysis": "a", "edits": [edit]}
+        assert decoding.is_valid(reply) == contract.is_valid(reply), edit
+    assert sum(decoding.is_valid({"analysis": "a", "edits": [e]}) for e in edits) == 4
+
+
 def test_the_strict_schema_closes_every_object_and_the_reply_comes_back_in_the_original_shape():
     original = load_schema("proposal.schema.json")
     strict = strict_schema(original)
@@ -63,13 +78,14 @@ def test_each_provider_is_asked_in_its_own_way_and_a_chatty_model_still_gives_a_
         fmt = body["response_format"]
         assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
         assert fmt["json_schema"]["name"] == "skill_proposal"
-        assert fmt["json_schema"]["schema"]["$defs"]["edit"]["additionalProperties"] is False
+        variants = fmt["json_schema"]["schema"]["properties"]["edits"]["items"]["anyOf"]
+        assert all(v["additionalProperties"] is False and "minLength" not in json.dumps(v) for v in variants)
     elif protocol == "responses":
         fmt = body["text"]["format"]
         assert (fmt["type"], fmt["name"], fmt["strict"]) == ("json_schema", "skill_proposal", True)
     else:
         assert body["tool_choice"] == {"type": "tool", "name": "skill_proposal"}
-        assert body["tools"][0]["input_schema"] == load_schema("proposal.schema.json")
+        assert body["tools"][0]["input_schema"] == PROPOSAL_REPLY.schema
 
 
 @pytest.mark.parametrize(("mode", "expected"), [
@@ -89,7 +105,7 @@ def test_an_openai_compatible_server_gets_the_configured_format(tmp_path, mode, 
         return
     assert fmt["type"] == expected["type"]
     schema = fmt["json_schema"]["schema"] if mode == "auto" else fmt["schema"]
-    assert schema == load_schema("proposal.schema.json") and "strict" not in fmt.get("json_schema", {})
+    assert schema == PROPOSAL_REPLY.schema and "strict" not in fmt.get("json_schema", {})
 
 
 def weak_model(request):

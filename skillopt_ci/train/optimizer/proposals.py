@@ -15,11 +15,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillopt_ci.core.edits import OPS, Edit
-from skillopt_ci.inputs.yamlfile import format_path, load_schema, schema_validator
+from skillopt_ci.inputs.yamlfile import format_path, schema_validator
 from skillopt_ci.models.structured import ReplyFormat
 
 SCHEMA = "proposal.schema.json"
-PROPOSAL_REPLY = ReplyFormat("skill_proposal", load_schema(SCHEMA))
+
+
+def decoding_schema() -> dict[str, Any]:
+    """The proposal schema in the form a provider can enforce while decoding: one variant per
+    kind of edit (``anyOf``) with exactly its fields, instead of the ``if``/``then`` requirements
+    of ``proposal.schema.json``, which grammar-based decoders (llama.cpp) and strict modes drop.
+    A reply valid here is valid there; :func:`read_proposal` still checks it against the contract."""
+    field = {"type": "string", "minLength": 1}
+
+    def variant(ops: list[str], *fields: str) -> dict[str, Any]:
+        properties = {"op": {"type": "string", "enum": ops}, **{f: field for f in fields}, "rationale": field}
+        return {"type": "object", "additionalProperties": False, "required": list(properties),
+                "properties": properties}
+
+    edit = {"anyOf": [variant(["append"], "text"), variant(["insert_after", "replace"], "anchor", "text"),
+                      variant(["delete"], "anchor")]}
+    return {"type": "object", "additionalProperties": False, "required": ["analysis", "edits"],
+            "properties": {"analysis": {"type": "string"}, "edits": {"type": "array", "items": edit}}}
+
+
+PROPOSAL_REPLY = ReplyFormat("skill_proposal", decoding_schema())
 _FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*(\w*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
 
 
