@@ -169,6 +169,7 @@ class Config:
     models: Mapping[str, ModelSpec]
     skills: tuple[SkillEntry, ...] = ()
     concurrency: int = 8
+    adaptive_concurrency: bool = True  # lower it on rate limits, raise it back on success (models/limiter.py)
     cache: CacheSettings = CacheSettings()
     runs_dir: Path = Path(".skillopt/runs")
     budgets: Budgets = Budgets()
@@ -236,6 +237,7 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         models=MappingProxyType(models),
         skills=tuple(skills),
         concurrency=int(data.get("concurrency", 8)),
+        adaptive_concurrency=bool(data.get("adaptive_concurrency", True)),
         cache=CacheSettings(mode=cache_mode, path=root / cache.get("path", ".skillopt/cache.sqlite")),
         runs_dir=root / data.get("runs_dir", ".skillopt/runs"),
         budgets=Budgets(

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
-from skillopt_ci.models.openai_backend import malformed, to_provider_error
+from skillopt_ci.models.openai_backend import malformed, post_raw, to_provider_error
 from skillopt_ci.models.registry import Endpoint
 from skillopt_ci.models.structured import ReplyFormat, anthropic_fields, reply_text
 
@@ -52,10 +52,10 @@ class AnthropicBackend:
             body.update(anthropic_fields(reply))
         started = time.perf_counter()
         try:
-            content = await self._client.post("/v1/messages", cast_to=bytes, body=body)
+            content, rate = await post_raw(self._client, "/v1/messages", body)
         except self._anthropic.APIError as exc:
             raise to_provider_error(self._anthropic, exc) from None
-        done = parse_message(content, time.perf_counter() - started)
+        done = replace(parse_message(content, time.perf_counter() - started), rate=rate)
         if reply is None:
             return done
         text, calls = reply_text(done.text, done.tool_calls, reply, self.provider)

@@ -26,6 +26,7 @@ class Completion:
     cached: bool = False
     cost_usd: float | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    rate: Any = None  # the provider's rate-limit counters on this response (limiter.RateInfo), never cached
 
 
 class Backend(Protocol):

@@ -23,6 +23,7 @@ from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
+from skillopt_ci.models.limiter import RateInfo, rate_info
 from skillopt_ci.models.registry import Endpoint
 from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
 from skillopt_ci.models.structured import ReplyFormat, chat_fields, reply_text
@@ -59,13 +60,33 @@ class OpenAIBackend:
             body.update(chat_fields(reply, self.provider))
         started = time.perf_counter()
         try:
-            content = await self._client.post("/chat/completions", cast_to=bytes, body=body)
+            content, rate = await post_raw(self._client, "/chat/completions", body)
         except self._openai.APIError as exc:
             raise to_provider_error(self._openai, exc) from None
-        return structured(parse_chat_completion(content, time.perf_counter() - started), reply, self.provider)
+        done = parse_chat_completion(content, time.perf_counter() - started)
+        return structured(replace(done, rate=rate), reply, self.provider)
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _response_class() -> Any:
+    """The HTTP response class both SDKs return for ``cast_to`` (their HTTP library's), or bytes."""
+    try:
+        import httpx2
+
+        return httpx2.Response
+    except ImportError:  # another HTTP library: the body only, without the rate-limit headers
+        return bytes
+
+
+async def post_raw(client: Any, path: str, body: dict[str, Any]) -> tuple[bytes, RateInfo | None]:
+    """POST through the SDK client (its auth, routing and errors), returning the raw body and the
+    rate-limit counters of the response's headers."""
+    raw = await client.post(path, cast_to=_response_class(), body=body)
+    if isinstance(raw, bytes):
+        return raw, None
+    return raw.content, rate_info(raw.headers)
 
 
 def structured(completion: Completion, reply: ReplyFormat | None, provider: str) -> Completion:

@@ -6,9 +6,8 @@ created on the first cache miss of a role, so a fully cached run never builds a 
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,6 +15,7 @@ from skillopt_ci.core.errors import InputError, ProviderError, RuntimeFailure
 from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec, Usage
 from skillopt_ci.models.cache import ResponseCache, cache_key
+from skillopt_ci.models.limiter import AdaptiveLimit
 from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
 from skillopt_ci.models.registry import Endpoint, base_url_of, create_backend, resolve_endpoint
 from skillopt_ci.models.retry import BASE_DELAY_S, with_retries
@@ -65,7 +65,7 @@ class ModelPool:
         self.spend: dict[str, RoleSpend] = {}
         self._backends: dict[str, Backend] = {}
         self._factory = backend_factory or create_backend
-        self._limit = asyncio.Semaphore(config.concurrency)
+        self.limiter = AdaptiveLimit(config.concurrency, adaptive=config.adaptive_concurrency)
         self._retry_base_delay = retry_base_delay
 
     def spec(self, role: str) -> ModelSpec:
@@ -137,11 +137,8 @@ class ModelPool:
         def count_retry(error: ProviderError, delay: float) -> None:
             spend.retries += 1
 
-        async def attempt() -> Completion:
-            async with self._limit:
-                # only what is used is passed: a backend written before tools or replies still works
-                extra: tuple[Any, ...] = (tools,) if tools or reply is not None else ()
-                return await backend.complete(messages, params, *extra, **({"reply": reply} if reply else {}))
+        def attempt() -> Awaitable[Completion]:
+            return self._attempt(backend, messages, params, tools, reply)
 
         try:
             completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry,
@@ -158,6 +155,23 @@ class ModelPool:
             spend.cost_usd += cost
         self.cache.put(key, spec.provider, spec.model, completion)
         return replace(completion, cost_usd=cost)
+
+    async def _attempt(self, backend: Backend, messages: list[Message], params: dict[str, Any],
+                       tools: Sequence[ToolSpec], reply: ReplyFormat | None) -> Completion:
+        """One call, inside the adaptive concurrency limit, which learns from how it ended."""
+        wave = await self.limiter.acquire()
+        limited, retry_after, rate = False, None, None
+        try:
+            # only what is used is passed: a backend written before tools or replies still works
+            extra: tuple[Any, ...] = (tools,) if tools or reply is not None else ()
+            done = await backend.complete(messages, params, *extra, **({"reply": reply} if reply else {}))
+            rate = done.rate
+            return done
+        except ProviderError as exc:
+            limited, retry_after = exc.kind == "rate_limit" or exc.status == 529, exc.retry_after
+            raise
+        finally:
+            self.limiter.release(wave, limited=limited, retry_after=retry_after, rate=rate)
 
     def _backend(self, role: str, spec: ModelSpec) -> Backend:
         backend = self._backends.get(role)

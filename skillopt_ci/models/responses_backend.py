@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
@@ -28,6 +29,7 @@ from skillopt_ci.models.openai_backend import (
     OpenAIBackend,
     error_text,
     malformed,
+    post_raw,
     structured,
     to_provider_error,
 )
@@ -46,10 +48,11 @@ class ResponsesBackend(OpenAIBackend):
             body.update(responses_fields(reply, self.provider))
         started = time.perf_counter()
         try:
-            content = await self._client.post("/responses", cast_to=bytes, body=body)
+            content, rate = await post_raw(self._client, "/responses", body)
         except self._openai.APIError as exc:
             raise to_provider_error(self._openai, exc) from None
-        return structured(parse_response(content, time.perf_counter() - started), reply, self.provider)
+        done = parse_response(content, time.perf_counter() - started)
+        return structured(replace(done, rate=rate), reply, self.provider)
 
 
 def responses_body(

@@ -42,6 +42,7 @@ from skillopt_ci.testing.protocols import (
     route,
     stream_response,
 )
+from skillopt_ci.testing.ratelimit import RateLimit
 
 __all__ = ["Fault", "RecordedCall", "ScriptedModelServer", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall"]
 
@@ -124,7 +125,9 @@ class ScriptedModelServer(LoopbackService):
 
     ``policy(request) -> str | ScriptedReply`` is called concurrently from handler threads and
     must be thread-safe; ``None`` echoes the last user message. ``latency`` (seconds) delays every
-    successful reply. ``policy``, ``latency`` and ``fault_plan`` may be reassigned at any time.
+    successful reply. ``rate_limit`` (:class:`~skillopt_ci.testing.ratelimit.RateLimit`) answers
+    429 beyond a requests/tokens-per-minute budget and sends the rate-limit headers.
+    ``policy``, ``latency`` and ``fault_plan`` may be reassigned at any time.
     Requests to unknown routes and invalid bodies are answered (404/400) but neither recorded
     nor given a ``call_index``, nor do they consume faults. On :meth:`stop`, replies still
     waiting out a delay are abandoned without an answer.
@@ -139,9 +142,11 @@ class ScriptedModelServer(LoopbackService):
         latency: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self.policy: Policy = policy or echo
         self.latency = latency
+        self.rate_limit = rate_limit
         self.fault_plan: FaultPlan | None = None
         self._lock = threading.Lock()
         self._faults: deque[Fault] = deque()
@@ -219,6 +224,14 @@ class ScriptedModelServer(LoopbackService):
                 response = fault_response(protocol, fault)
                 self._record(RecordedCall(request, response.status, fault.kind, None))
                 return response
+            limit_headers: dict[str, str] = {}
+            if self.rate_limit is not None:
+                cost = request.prompt_tokens + int(request.params.get("max_tokens") or 16)
+                allowed, limit_headers = self.rate_limit.take(cost)
+                if not allowed:
+                    response = error_response(protocol, 429, "Rate limit reached for requests", limit_headers)
+                    self._record(RecordedCall(request, 429, "rate_limit", None))
+                    return response
             culprit = "policy"
             reply = constrain(request.params, _as_reply(self.policy(request)))
         except Exception as exc:
@@ -229,7 +242,7 @@ class ScriptedModelServer(LoopbackService):
         self._record(RecordedCall(request, 200, fault.kind if fault else None, reply.text))
         if request.params.get("stream"):
             return stream_response(protocol, format_reply(request, reply), delay)
-        return json_response(protocol, 200, format_reply(request, reply), delay)
+        return json_response(protocol, 200, format_reply(request, reply), delay, limit_headers)
 
     def _record(self, call: RecordedCall) -> None:
         with self._lock:
