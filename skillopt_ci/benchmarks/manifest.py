@@ -145,5 +145,6 @@ def pick(manifest: Manifest, rows: Iterable[tuple[str, T, str]], data_source: st
         split = manifest.split_of()[first.id]
         more = f" (and {len(missing) - 1} more of the manifest's {len(wanted)} ids)" if len(missing) > 1 else ""
         raise InputError(f"id {first.id!r} of the {split} split ({first.where}) is not in the data{more}",
-                         where=data_source, hint="import from the full upstream download the manifest was made from")
+                         where=data_source, hint="import from the full upstream download the manifest was made from, "
+                              "or pass --manifest with a manifest folder of the ids you have")
     return {split: [found[item.id][0] for item in items] for split, items in manifest.splits.items()}

@@ -138,7 +138,7 @@ class ModelPool:
             spend.retries += 1
 
         def attempt() -> Awaitable[Completion]:
-            return self._attempt(backend, messages, params, tools, reply)
+            return self._attempt(backend, messages, params, tools, reply, spec.max_retry_wait)
 
         try:
             completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry,
@@ -157,8 +157,9 @@ class ModelPool:
         return replace(completion, cost_usd=cost)
 
     async def _attempt(self, backend: Backend, messages: list[Message], params: dict[str, Any],
-                       tools: Sequence[ToolSpec], reply: ReplyFormat | None) -> Completion:
-        """One call, inside the adaptive concurrency limit, which learns from how it ended."""
+                       tools: Sequence[ToolSpec], reply: ReplyFormat | None, max_wait: float) -> Completion:
+        """One call, inside the adaptive concurrency limit, which learns from how it ended (a
+        server's retry-after holds new calls no longer than ``max_wait``, as it holds retries)."""
         wave = await self.limiter.acquire()
         limited, retry_after, rate = False, None, None
         try:
@@ -168,7 +169,8 @@ class ModelPool:
             rate = done.rate
             return done
         except ProviderError as exc:
-            limited, retry_after = exc.kind == "rate_limit" or exc.status == 529, exc.retry_after
+            limited = exc.kind == "rate_limit" or exc.status == 529
+            retry_after = min(exc.retry_after, max_wait) if exc.retry_after is not None else None
             raise
         finally:
             self.limiter.release(wave, limited=limited, retry_after=retry_after, rate=rate)
