@@ -146,6 +146,10 @@ class TrainPolicy:
     test_margin: float = 0.05
     seed: int = 0
     labels: tuple[str, ...] = ("skillopt", "automated")
+    honest_incumbent: bool = False
+    sequential: bool = False
+    sequential_alpha: float = 0.05
+    sequential_max_rounds: int = 4
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainPolicy:

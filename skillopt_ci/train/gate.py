@@ -5,17 +5,27 @@ Scoring runs hardest tasks first and, with ``train.early_stop``, stops as soon a
 cannot win any more; the verdict is then :attr:`Verdict.EARLY_REJECTED`, and the reason given is
 the same sentence a full pass gives, because what the optimizer is told must not depend on
 whether scoring stopped early (or early stopping would change later decisions).
+
+With ``train.honest_incumbent`` or ``train.sequential`` the gate is the paired test of
+:mod:`skillopt_ci.core.sequential` instead: the incumbent's samples are everything it has had so
+far (``samples``, kept in ``state.json`` by the trainer), honest mode re-samples it on every
+validation task at fresh sample indices derived from the step, and sequential mode adds rounds on
+the tasks where the two sides disagree. Every sample of a step lands in its own directory under
+``steps/<step>/`` (``val`` is the candidate's first round, as in the default gate), so a resumed
+step redraws nothing it already has.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from skillopt_ci.core.compare import ComparePolicy, compare_results
 from skillopt_ci.core.early_stop import accepts, cannot_win
 from skillopt_ci.core.records import TaskResult
+from skillopt_ci.core.sequential import Samples, fresh_offset, merge, task_means, validate
+from skillopt_ci.core.sequential import reason as sequential_reason
 from skillopt_ci.core.task import Task
 from skillopt_ci.inputs.config import TrainPolicy
 from skillopt_ci.train.evaluate import EarlyStop, StageEvaluator
@@ -43,6 +53,9 @@ class GateResult:
     delta: float | None = None
     ci: tuple[float, float] | None = None
     results: tuple[TaskResult, ...] = ()  # the candidate's validation results (in memory only, for credit)
+    # The paired gate's samples per task after the decision (in memory; the trainer keeps them).
+    candidate_samples: dict[str, list[float]] | None = None
+    incumbent_samples: dict[str, list[float]] | None = None
 
     @property
     def accepted(self) -> bool:
@@ -61,9 +74,18 @@ class ValidationGate:
     policy: TrainPolicy
     compare_policy: ComparePolicy
     incumbent_results: Callable[[Version], list[TaskResult]]
+    incumbent_text: Callable[[int], str] | None = None  # a version's skill text (the paired gate samples it)
 
-    def judge(self, incumbent: Version, candidate_text: str, step_id: str) -> GateResult:
-        """Score ``candidate_text`` on validation (into ``steps/<step_id>/val``) against ``incumbent``."""
+    @property
+    def paired(self) -> bool:
+        return self.policy.honest_incumbent or self.policy.sequential
+
+    def judge(self, incumbent: Version, candidate_text: str, step_id: str,
+              samples: Samples | None = None) -> GateResult:
+        """Score ``candidate_text`` on validation (into ``steps/<step_id>/val``) against ``incumbent``
+        (``samples``: the incumbent's samples so far, for the paired gate)."""
+        if self.paired:
+            return self.judge_paired(incumbent, candidate_text, step_id, samples)
         base = self.incumbent_results(incumbent)
         val_ids = [t.id for t in self.val_tasks]
         measured = [t for t in val_ids if any(r.task_id == t and r.ok for r in base)]
@@ -86,6 +108,55 @@ class ValidationGate:
         reason = f"validation {comparison.head_mean:.3f} beats the incumbent's {comparison.base_mean:.3f}"
         return GateResult(Verdict.ACCEPTED, reason, comparison.head_mean, incumbent.val_mean, comparison.delta,
                           comparison.ci, results=tuple(outcome.results))
+
+
+    def judge_paired(self, incumbent: Version, candidate_text: str, step_id: str,
+                     samples: Samples | None) -> GateResult:
+        """The paired (and, with ``train.sequential``, sequential) test against ``incumbent``."""
+        assert self.incumbent_text is not None, "the paired gate needs the incumbent's text"
+        ids = [t.id for t in self.val_tasks]
+        by_id = {t.id: t for t in self.val_tasks}
+        texts = {"candidate": candidate_text, "incumbent": self.incumbent_text(incumbent.number)}
+        inc = merge(samples, {}) if samples else as_samples(self.incumbent_results(incumbent))
+        if self.policy.honest_incumbent:
+            again = self.evaluator.evaluate(texts["incumbent"], "val", f"steps/{step_id}/val-incumbent",
+                                            sample_offset=fresh_offset(step_id, "incumbent", 1),
+                                            label=f"{step_id} val incumbent")
+            inc = merge(inc, as_samples(again.results))
+        first = self.evaluator.evaluate(candidate_text, "val", f"steps/{step_id}/val", label=f"{step_id} val")
+
+        def sample(side: str, tasks: Sequence[str], round_no: int) -> Samples:
+            out = self.evaluator.evaluate(texts[side], "val", f"steps/{step_id}/val-r{round_no}-{side}",
+                                          sample_offset=fresh_offset(step_id, side, round_no),
+                                          tasks=tuple(by_id[t] for t in tasks), label=f"{step_id} val r{round_no}")
+            return as_samples(out.results)
+
+        sequential = self.policy.sequential
+        rounds, alpha = (self.policy.sequential_max_rounds if sequential else 1), self.policy.sequential_alpha
+        done = validate(sample, as_samples(first.results), inc, ids, alpha=alpha, rounds=rounds,
+                        min_gain=self.policy.min_gain)
+        look = done.look
+        reason = sequential_reason(look, rounds_used=done.rounds, mode="sequential" if sequential else "paired",
+                                   alpha=alpha)
+        verdict = Verdict.ACCEPTED if look.verdict == "accept" else Verdict.REJECTED
+        ci = None if look.lower is None or look.upper is None else (look.lower, look.upper)
+        return GateResult(verdict, reason, mean_of(done.candidate, ids), mean_of(done.incumbent, ids), look.delta,
+                          ci, results=tuple(first.results), candidate_samples=done.candidate,
+                          incumbent_samples=done.incumbent)
+
+
+def as_samples(results: Sequence[TaskResult]) -> dict[str, list[float]]:
+    """Per task, the scores of its valid rollouts in repeat order (errored rollouts are missing data)."""
+    out: dict[str, list[float]] = {}
+    for r in sorted(results, key=lambda r: (r.task_id, r.repeat)):
+        if r.ok:
+            out.setdefault(r.task_id, []).append(float(r.score))  # type: ignore[arg-type]
+    return out
+
+
+def mean_of(samples: Mapping[str, Sequence[float]], task_ids: Sequence[str]) -> float | None:
+    means = task_means(samples, task_ids)
+    return sum(means.values()) / len(means) if means else None
 
 
 def hardest_first(tasks: Sequence[Task], incumbent: list[TaskResult]) -> tuple[Task, ...]:

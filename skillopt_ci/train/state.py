@@ -87,6 +87,8 @@ class TrainState:
     stopped: str | None = None
     steps_per_epoch: int = 0
     epochs_planned: int = 0
+    # Per version, per validation task: every validation sample it has had (train.honest_incumbent).
+    val_samples: dict[int, dict[str, list[float]]] = field(default_factory=dict)
 
     def version(self, number: int) -> Version:
         return self.versions[number]
@@ -96,7 +98,7 @@ class TrainState:
         return self.versions[self.incumbent]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "schema_version": STATE_SCHEMA_VERSION, "epoch": self.epoch, "step": self.step, "phase": self.phase,
             "versions": [v.to_dict() for v in self.versions], "incumbent": self.incumbent,
             "epoch_start": self.epoch_start, "buffer": self.buffer.to_dict() if self.buffer else {},
@@ -105,6 +107,9 @@ class TrainState:
             "spent": self.spent.to_dict(), "stopped": self.stopped, "steps_per_epoch": self.steps_per_epoch,
             "epochs_planned": self.epochs_planned,
         }
+        if self.val_samples:  # only runs with train.honest_incumbent have any (older files stay byte for byte)
+            data["val_samples"] = {str(v): samples for v, samples in self.val_samples.items()}
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainState:
@@ -121,6 +126,8 @@ class TrainState:
             history=history, epochs=[_epoch(e, history) for e in data.get("epochs", [])],
             spent=Spend.from_dict(data.get("spent")), stopped=data.get("stopped"),
             steps_per_epoch=int(data.get("steps_per_epoch", 0)), epochs_planned=int(data.get("epochs_planned", 0)),
+            val_samples={int(v): {str(t): [float(x) for x in xs] for t, xs in samples.items()}
+                         for v, samples in data.get("val_samples", {}).items()},
         )
 
     def save(self, run_dir: Path) -> None:

@@ -94,7 +94,7 @@ class Trainer:
         self.proposer = EditProposer(self.evaluator, session, self.caps, policy.group_size,
                                      policy.max_edits_per_reflection, self.meter.reading)
         self.gate = ValidationGate(self.evaluator, val_tasks, repeats, policy,
-                                   ComparePolicy.from_gate(config.gate, margin=0.0), self.val_results)
+                                   ComparePolicy.from_gate(config.gate, margin=0.0), self.val_results, self.skill_text)
         self.credit = CreditAssigner(self.evaluator, val_tasks, self.caps)
 
     # ---- run directory -----------------------------------------------------------------------
@@ -189,7 +189,7 @@ class Trainer:
         candidate_text = proposed.candidate_text or ""
         write_atomic(step_dir / "candidate.md", candidate_text)
         write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, candidate_text))
-        result = self.gate.judge(state.current, candidate_text, record.step)
+        result = self.gate.judge(state.current, candidate_text, record.step, state.val_samples.get(state.incumbent))
         applied = proposed.applied
         val_dir = f"steps/{record.step}/val"
         if result.accepted and self.policy.credit_assignment and len(applied) > 1:
@@ -201,7 +201,7 @@ class Trainer:
                 write_atomic(step_dir / "candidate.md", credit.text)
                 write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, credit.text))
                 self.reject(state, [r.edit for r in note.removed], [r.reason for r in note.removed])
-                result = replace(result, candidate_val=credit.pruned_val,
+                result = replace(result, candidate_val=credit.pruned_val, candidate_samples=None,
                                  reason=f"{result.reason}; kept {len(credit.kept)} of {len(applied)} edits "
                                         f"(validation {fmt(credit.pruned_val)} without the others)")
                 candidate_text, applied = credit.text, list(note.kept)
@@ -216,9 +216,14 @@ class Trainer:
 
     def conclude(self, state: TrainState, record: StepRecord, result: GateResult, candidate_text: str,
                  edits: Sequence[Edit], marks: Sequence[StageSpend], val_dir: str | None = None) -> StepRecord:
+        honest = self.policy.honest_incumbent
+        if honest and result.incumbent_samples is not None:
+            state.val_samples[state.incumbent] = result.incumbent_samples
         if result.accepted:
             version = self.add_version(state, candidate_text, record.step, result.candidate_val,
                                        val_dir or f"steps/{record.step}/val")
+            if honest and result.candidate_samples is not None:
+                state.val_samples[version.number] = result.candidate_samples
             state.incumbent = version.number
             record = replace(record, candidate_version=version.number)
             state.epoch_log += [EpochEdit(e, True, result.reason) for e in edits]
@@ -282,7 +287,7 @@ class Trainer:
         if not outcome.applied:
             return self.finish(state, record, Decision.SKIPPED, f"durable block not written: {outcome.detail}", marks)
         write_atomic(self.dir / "steps" / step_id / "candidate.diff", unified_diff(current, candidate))
-        decision = self.gate.judge(state.current, candidate, step_id)
+        decision = self.gate.judge(state.current, candidate, step_id, state.val_samples.get(state.incumbent))
         return self.conclude(state, record, decision, candidate, [outcome.edit], marks)
 
     def do_test(self, state: TrainState) -> None:
