@@ -146,6 +146,9 @@ class TrainPolicy:
     test_margin: float = 0.05
     seed: int = 0
     labels: tuple[str, ...] = ("skillopt", "automated")
+    screening: bool = False
+    screen_edits_alone: bool = False
+    credit_confidence: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainPolicy:
