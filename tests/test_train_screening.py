@@ -18,6 +18,7 @@ from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.testing.triage import TriagePolicy
 from skillopt_ci.train.history import Decision, stable_history
+from skillopt_ci.train.screen import count
 from skillopt_ci.train.state import TrainState
 
 BUG_ANCHOR = '- If the ticket mentions "crash" or "error", the category is bug.'
@@ -66,6 +67,16 @@ def run(tmp_path: Path, name: str, policy, train: dict, **config) -> tuple[Train
     return TrainState.load(tmp_path / name), tmp_path / name, project, calls
 
 
+def test_a_failure_is_fixed_when_its_score_rises_and_a_success_broken_when_it_falls():
+    before = {"f1": 0.0, "f2": 0.5, "f3": 0.5, "s1": 1.0, "s2": 1.0}
+    result = count(before, {"f1": 0.5, "f2": 0.5, "f3": 0.0, "s1": 0.5, "s2": 1.0}, ["f1", "f2", "f3"], ["s1", "s2"])
+    assert (result.fixed, result.broken, result.passes) == (1, 1, True)
+    assert result.why() == "fixed 1 of 3 training failures, broke 1 of 2 successes"
+    worse = count(before, {"f1": 0.5, "s1": 0.0, "s2": 0.5}, ["f1", "f2", "f3"], ["s1", "s2"])
+    assert not worse.passes and worse.why() == "fixed 1 of 3 training failures, broke 2 of 2 successes"
+    assert count(before, {"f1": 0.0}, ["f1"], []).why() == "fixed 0 of 1 training failures"
+
+
 def test_screening_rejects_a_candidate_that_fixes_nothing_without_validation(tmp_path):
     policy = optimizer([USELESS_EDIT])
     state, out, project, calls = run(tmp_path, "screened", policy, {"screening": True})
@@ -81,8 +92,10 @@ def test_screening_rejects_a_candidate_that_fixes_nothing_without_validation(tmp
     history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     assert history[0]["screen"]["reason"] == first.reason
     # Without screening the same useless candidates are validated.
-    _, _, _, unscreened = run(tmp_path, "unscreened", policy, {})
+    plain, _, _, unscreened = run(tmp_path, "unscreened", policy, {})
     assert unscreened > n_val
+    assert all(r.screen is None and set(r.outcome.spend) <= {"rollout", "reflect", "validation"}
+               for r in plain.history)  # options off: today's records
 
 
 def test_screen_edits_alone_removes_a_harmful_edit_bundled_with_a_good_one(tmp_path):

@@ -130,8 +130,9 @@ class Screener:
                                                      "edits alone fixed the training failures it was proposed for"))
             applied = kept
         if not self.candidate:
-            return Screening(text, applied, note(None, edits, True, f"screening: kept {len(applied)} of "
-                                                 f"{len(edits) or len(applied)} edits screened alone"))
+            reason = (f"screening: kept {len(applied)} of {len(edits)} edits screened alone" if edits else
+                      "not screened: " + ("a single edit" if len(applied) < 2 else "screening each edit costs too much"))
+            return Screening(text, applied, note(None, edits, True, reason))
         result = count(before, run(text, (*failures, *successes), "candidate"), failures, successes)
         verdict = "screening" if result.passes else "screened out"
         return Screening(text, applied, note(result, edits, result.passes, f"{verdict}: {result.why()}"))
