@@ -99,10 +99,10 @@ def attribute_credit(incumbent_text: str, edits: Sequence[Edit], incumbent: Sequ
 
 
 def _settle(result: CreditResult, incumbent_text: str, edits: Sequence[Edit], candidate: Sequence[TaskResult],
-            task_ids: Sequence[str], caps: EditCaps, score_all: ScoreAll, *, tested: bool = False) -> CreditResult:
+            task_ids: Sequence[str], caps: EditCaps, score_all: ScoreAll) -> CreditResult:
     """Score the pruned skill on the whole split; it replaces the candidate only if not worse
-    there — unless each drop was ``tested`` already (one more single pass against the accepted
-    candidate's lucky one would undo a tested drop on noise)."""
+    there. (After tested drops this pass can only undo them, never drop more: an edit can matter
+    on a task the step left unchanged, where two edits' effects cancel.)"""
     if not result.removed:
         return result
     pruned_text, _ = apply_edits(incumbent_text, result.kept, caps)
@@ -112,7 +112,7 @@ def _settle(result: CreditResult, incumbent_text: str, edits: Sequence[Edit], ca
     full_mean = _mean({t: full_scores[t] for t in both})
     pruned_mean = _mean({t: pruned_scores[t] for t in both})
     result.pruned_val = pruned_mean
-    if tested or (pruned_mean is not None and full_mean is not None and pruned_mean >= full_mean - EPSILON):
+    if pruned_mean is not None and full_mean is not None and pruned_mean >= full_mean - EPSILON:
         result.text, result.used = pruned_text, "pruned"
     else:
         result.kept = list(edits)
@@ -179,7 +179,7 @@ def attribute_credit_confident(incumbent_text: str, edits: Sequence[Edit], incum
         if verdict:
             result.kept = trial
             result.removed.append({"edit": edit.to_dict(), "reason": trial_note["reason"]})
-    return _settle(result, incumbent_text, edits, candidate, task_ids, caps, score_all, tested=True)
+    return _settle(result, incumbent_text, edits, candidate, task_ids, caps, score_all)
 
 
 def _judge_edit(with_text: str, without_text: str, tasks: Sequence[str], confidence: float, max_rounds: int,
