@@ -7,7 +7,13 @@ import json
 from test_train import SKILL, train_project
 
 from conftest import run_cli
-from skillopt_ci.core.credit import attribute_credit, changed_tasks
+from skillopt_ci.core.credit import (
+    attribute_credit,
+    attribute_credit_confident,
+    changed_tasks,
+    credit_verdict,
+    one_sided_bounds,
+)
 from skillopt_ci.core.edits import Edit, EditCaps
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.testing import ScriptedModelServer
@@ -123,3 +129,64 @@ def test_training_keeps_only_the_edit_that_helps(tmp_path):
     assert [e["edit"]["text"] for e in summary["accepted_edits"]] == [BUG_RULE]
     assert "kept 1 of 2 edits" in accepted.reason
     assert (project / SKILL).read_text() != best
+
+
+# ---- credit with confidence (train.credit_confidence) ----------------------------------------
+
+def test_credit_verdict_drops_only_with_confidence():
+    assert credit_verdict([0.0, 0.0, 0.0], 0.8) is True  # no task shows any effect
+    assert credit_verdict([-0.5, -0.5, -1.0, -0.5], 0.8) is True  # without it is clearly better
+    assert credit_verdict([0.5, 1.0, 0.5, 0.5], 0.8) is False  # leaving it out clearly loses
+    assert credit_verdict([1.0, -1.0, 0.0, 0.0], 0.8) is None  # one noisy pass decides nothing
+    assert credit_verdict([0.5], 0.8) is None and credit_verdict([], 0.8) is None
+    mean, lower, upper = one_sided_bounds([1.0, 0.0, 0.0, 0.0], 0.8)
+    assert mean == 0.25 and 0 < lower < mean < upper
+
+
+FOUR = ["a", "b", "c", "d"]
+
+
+def noisy_scores(text, task_ids, label, round_):
+    """The good rule holds tasks a and b. Round 0 is noisy (b fails with the rule and passes
+    without it), so the two come out level; the next round shows the loss."""
+    calls.append((label, round_, tuple(task_ids)))
+    if "good rule" in text:
+        full = {"a": 1.0, "b": 0.0 if round_ == 0 else 1.0, "c": 1.0, "d": 1.0}
+    else:
+        full = {"a": 0.0, "b": 1.0, "c": 1.0, "d": 1.0} if round_ == 0 else {"a": 0.0, "b": 0.0, "c": 1.0, "d": 1.0}
+    return {t: full[t] for t in task_ids}
+
+
+calls: list = []
+
+
+def test_confident_credit_keeps_a_good_edit_that_one_noisy_pass_would_drop():
+    calls.clear()
+    incumbent = results({"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0})
+    candidate = results({"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0})
+    score_all = lambda text, label: results({"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0})  # noqa: E731
+    # Today's rule: one lucky pass without the good rule scores as well as the candidate, so it goes.
+    once = attribute_credit(BASE, [USELESS, GOOD], incumbent, candidate, FOUR, EditCaps(),
+                            score_tasks=lambda text, ids, label: dict.fromkeys(ids, 1.0), score_all=score_all)
+    assert once.kept == [USELESS]
+    result = attribute_credit_confident(BASE, [USELESS, GOOD], incumbent, candidate, FOUR, EditCaps(),
+                                        confidence=0.8, max_rounds=3, score=noisy_scores, score_all=score_all)
+    assert result.kept == [GOOD] and result.used == "pruned"
+    good_trial, useless_trial = result.trials
+    assert good_trial["rounds"] == 2 and not good_trial["dropped"]
+    assert good_trial["reason"].startswith("leaving it out loses (mean difference +0.250")
+    assert useless_trial["dropped"] and useless_trial["reason"].startswith("without it validation is not worse")
+    # The second round repeats only the tasks where the two disagreed.
+    assert ("without-1-r1", 1, ("a", "b")) in calls
+
+
+def test_confident_credit_keeps_an_undecided_edit_after_the_last_round():
+    def mixed(text, task_ids, label, round_):  # with more rules a and c pass, with fewer b does
+        more = "good rule" in text and "also good" in text
+        return {t: float((t != "b") == more) for t in task_ids}
+
+    result = attribute_credit_confident(BASE, [GOOD, ALSO_GOOD], results({"a": 0.0, "b": 0.0, "c": 0.0}),
+                                        results({"a": 1.0, "b": 1.0, "c": 1.0}), IDS, EditCaps(), confidence=0.8,
+                                        max_rounds=1, score=mixed, score_all=lambda text, label: [])
+    assert result.kept == [GOOD, ALSO_GOOD] and not result.removed and result.used == "full"
+    assert all(t["rounds"] == 1 and t["reason"].startswith("not shown useless") for t in result.trials)

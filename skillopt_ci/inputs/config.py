@@ -150,6 +150,9 @@ class TrainPolicy:
     sequential: bool = False
     sequential_alpha: float = 0.05
     sequential_max_rounds: int = 4
+    screening: bool = False
+    screen_edits_alone: bool = False
+    credit_confidence: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainPolicy:

@@ -113,6 +113,59 @@ class CreditNote:
 
 
 @dataclass(frozen=True)
+class ScreenedEdit:
+    """One edit screened alone on the training failures it was proposed for (and the successes):
+    how many it improved and broke, whether it was kept, and why, in one line."""
+
+    edit: Edit
+    failures: tuple[str, ...]
+    fixed: int
+    broken: int
+    kept: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"edit": self.edit.to_dict(), "failures": list(self.failures), "fixed": self.fixed,
+                "broken": self.broken, "kept": self.kept, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScreenedEdit:
+        return cls(Edit.from_dict(dict(data["edit"])), tuple(data["failures"]), int(data["fixed"]),
+                   int(data["broken"]), bool(data["kept"]), str(data["reason"]))
+
+
+@dataclass(frozen=True)
+class ScreenNote:
+    """Screening before validation (see :mod:`skillopt_ci.train.screen`): the rollout's failures
+    and the successes re-run with fresh samples (``sample_offset``), the candidate's counts
+    (``None`` when only edits were screened), each edit screened alone, and the verdict."""
+
+    failures: tuple[str, ...]
+    successes: tuple[str, ...]
+    sample_offset: int
+    fixed: int | None
+    broken: int | None
+    edits: tuple[ScreenedEdit, ...]
+    passed: bool
+    reason: str
+
+    @property
+    def dropped(self) -> list[ScreenedEdit]:
+        return [e for e in self.edits if not e.kept]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"failures": list(self.failures), "successes": list(self.successes),
+                "sample_offset": self.sample_offset, "fixed": self.fixed, "broken": self.broken,
+                "edits": [e.to_dict() for e in self.edits], "passed": self.passed, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScreenNote:
+        return cls(tuple(data["failures"]), tuple(data["successes"]), int(data["sample_offset"]), data["fixed"],
+                   data["broken"], tuple(ScreenedEdit.from_dict(e) for e in data["edits"]), bool(data["passed"]),
+                   str(data["reason"]))
+
+
+@dataclass(frozen=True)
 class StepOutcome:
     """How a step ended: the decision, its reason, the scores and the spend per stage.
     ``delta``/``ci`` exist only for a step that reached the gate."""
@@ -152,6 +205,7 @@ class StepRecord:
     analysis: str | None = None
     applied: tuple[EditOutcome, ...] | None = None
     credit: CreditNote | None = None
+    screen: ScreenNote | None = None
     candidate_version: int | None = None
     outcome: StepOutcome | None = None
 
@@ -164,11 +218,12 @@ class StepRecord:
         return self.outcome.reason if self.outcome else ""
 
     def kept_edits(self) -> list[Edit]:
-        """The edits an accepted step added to the skill: those applied, less any that credit
-        assignment dropped."""
+        """The edits an accepted step added to the skill: those applied, less any that screening
+        or credit assignment dropped."""
         if self.credit is not None and self.credit.pruned:
             return list(self.credit.kept)
-        return [o.edit for o in self.applied or () if o.applied]
+        dropped = [e.edit for e in self.screen.dropped] if self.screen is not None else []
+        return [o.edit for o in self.applied or () if o.applied and o.edit not in dropped]
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"step": self.step, "kind": self.kind.value, "epoch": self.epoch}
@@ -179,7 +234,8 @@ class StepRecord:
                     ("proposals", _dicts(self.proposals)), ("merged", _dicts(self.merged)),
                     ("selected", _dicts(self.selected)), ("edit_budget", self.edit_budget),
                     ("categories", self.categories and self.categories.to_dict()), ("analysis", self.analysis),
-                    ("applied", _dicts(self.applied)), ("credit", self.credit and self.credit.to_dict()),
+                    ("applied", _dicts(self.applied)), ("screen", self.screen and self.screen.to_dict()),
+                    ("credit", self.credit and self.credit.to_dict()),
                     ("candidate_version", self.candidate_version))
         data.update((k, v) for k, v in optional if v is not None)
         if self.outcome is not None:
@@ -201,6 +257,7 @@ class StepRecord:
             categories=SlowUpdateInput.from_dict(data["categories"]) if "categories" in data else None,
             analysis=data.get("analysis"), applied=many("applied", EditOutcome.from_dict),
             credit=CreditNote.from_dict(data["credit"]) if "credit" in data else None,
+            screen=ScreenNote.from_dict(data["screen"]) if "screen" in data else None,
             candidate_version=data.get("candidate_version"),
             outcome=_outcome_from(data) if "decision" in data else None,
         )

@@ -33,6 +33,15 @@ class Proposed:
     outcomes: tuple[EditOutcome, ...]
     candidate_text: str | None
     marks: tuple[StageSpend, ...]  # meter readings: before the rollout, after it, after reflection
+    scores: tuple[tuple[str, float], ...] = ()  # the incumbent's rollout score per measured task
+    successes: tuple[str, ...] = ()  # the rollout's passed tasks, in batch order
+
+    def sources(self, edit: Edit) -> tuple[str, ...]:
+        """The rollout failures ``edit`` was proposed for: the tasks of the failure reflections
+        that proposed it (merging folds equal edits, so all of them)."""
+        wanted = {t for p in self.proposals if p.kind == "failure" and any(e.key() == edit.key() for e in p.edits)
+                  for t in p.task_ids}
+        return tuple(t for t in self.rollout.failures if t in wanted)
 
     @property
     def applied(self) -> list[Edit]:
@@ -71,7 +80,9 @@ class EditProposer:
         text, outcomes = apply_edits(incumbent_text, selected, self.caps)
         return Proposed(Rollout(rollout.summary.mean, tuple(_failures(rollout.results))), tuple(proposals),
                         tuple(merged), tuple(selected), tuple(outcomes),
-                        text if any(o.applied for o in outcomes) else None, (before, after_rollout, after_reflect))
+                        text if any(o.applied for o in outcomes) else None, (before, after_rollout, after_reflect),
+                        tuple((r.task_id, float(r.score)) for r in rollout.results if r.ok and r.score is not None),
+                        tuple(r.task_id for r in rollout.results if r.ok and r.passed))
 
 
 def _failures(results: Sequence[TaskResult]) -> list[str]:

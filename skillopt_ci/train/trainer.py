@@ -66,12 +66,14 @@ from skillopt_ci.train.optimizer import (
     update_meta_skill,
 )
 from skillopt_ci.train.propose import EditProposer, Proposed
+from skillopt_ci.train.screen import Screener
 from skillopt_ci.train.state import TrainState, Version
 
 __all__ = ["BudgetExhausted", "Trainer"]
 
 DURABLE_BLOCK = "durable"
 STAGES = ("rollout", "reflect", "validation")
+SCREENED_STAGES = ("rollout", "reflect", "screening", "validation")  # a step screened before validation
 
 
 class Trainer:
@@ -95,7 +97,8 @@ class Trainer:
                                      policy.max_edits_per_reflection, self.meter.reading)
         self.gate = ValidationGate(self.evaluator, val_tasks, repeats, policy,
                                    ComparePolicy.from_gate(config.gate, margin=0.0), self.val_results, self.skill_text)
-        self.credit = CreditAssigner(self.evaluator, val_tasks, self.caps)
+        self.credit = CreditAssigner(self.evaluator, val_tasks, self.caps, policy.credit_confidence, repeats)
+        self.screener = Screener(self.evaluator, self.caps, policy.screening, policy.screen_edits_alone)
 
     # ---- run directory -----------------------------------------------------------------------
 
@@ -186,11 +189,24 @@ class Trainer:
 
     def gate_step(self, state: TrainState, record: StepRecord, incumbent_text: str, proposed: Proposed) -> None:
         step_dir = self.dir / "steps" / record.step
-        candidate_text = proposed.candidate_text or ""
+        candidate_text, applied, marks = proposed.candidate_text or "", proposed.applied, proposed.marks
+        if self.screener.active:
+            screen = self.screener.screen(record.step, state.epoch * self.steps_per_epoch + state.step,
+                                          incumbent_text, proposed)
+            record, marks = replace(record, screen=screen.note), (*marks, self.meter.reading())
+            self.reject(state, [e.edit for e in screen.dropped], [e.reason for e in screen.dropped])
+            if not screen.passed:
+                kept = [e for e in screen.applied if e not in [d.edit for d in screen.dropped]]
+                self.reject(state, kept, [screen.note.reason] * len(kept))
+                self.finish(state, record, Decision.REJECTED, screen.note.reason, marks)
+                return
+            candidate_text, applied = screen.text, list(screen.applied)
         write_atomic(step_dir / "candidate.md", candidate_text)
         write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, candidate_text))
         result = self.gate.judge(state.current, candidate_text, record.step, state.val_samples.get(state.incumbent))
-        applied = proposed.applied
+        if record.screen is not None and record.screen.dropped:
+            result = replace(result, reason=f"{result.reason}; {len(record.screen.dropped)} of "
+                                            f"{len(record.screen.edits)} edits screened out alone")
         val_dir = f"steps/{record.step}/val"
         if result.accepted and self.policy.credit_assignment and len(applied) > 1:
             credit = self.credit.assign(record.step, incumbent_text, applied, self.val_results(state.current),
@@ -206,7 +222,7 @@ class Trainer:
                                         f"(validation {fmt(credit.pruned_val)} without the others)")
                 candidate_text, applied = credit.text, list(note.kept)
                 val_dir = f"steps/{record.step}/credit/pruned"  # the kept skill's own validation results
-        self.conclude(state, record, result, candidate_text, applied, proposed.marks, val_dir)
+        self.conclude(state, record, result, candidate_text, applied, marks, val_dir)
 
     def reject(self, state: TrainState, edits: Sequence[Edit], reasons: Sequence[str]) -> None:
         """Tell the optimizer's memory that ``edits`` lost (the buffer keeps the first reason)."""
@@ -235,7 +251,8 @@ class Trainer:
                marks: Sequence[StageSpend], result: GateResult | None = None) -> StepRecord:
         """Record how the step ended (in ``step.json`` and the history) and say so."""
         readings = [*marks, self.meter.reading()]
-        spend = {stage: readings[i + 1].minus(readings[i]) for i, stage in enumerate(STAGES[: len(readings) - 1])}
+        stages = SCREENED_STAGES if len(marks) == len(SCREENED_STAGES) else STAGES
+        spend = {stage: readings[i + 1].minus(readings[i]) for i, stage in enumerate(stages[: len(readings) - 1])}
         outcome = StepOutcome(decision, reason, result.candidate_val if result else None, state.current.val_mean,
                               state.incumbent, spend, early_stopped=result.early_stopped if result else None,
                               delta=result.delta if result else None, ci=result.ci if result else None)
