@@ -12,6 +12,8 @@ harmful rules. 48 train / 24 validation / 80 test tasks, one sample per task. Pe
   evaluations); cancelled: target calls the server answered that no run directory recorded
   (rollouts in flight when early stopping cut them off, which a provider still bills);
 - lucky baselines: runs whose seed skill (true accuracy 0.10) scored >= 0.2 on its first validation;
+- winner's curse: mean validation score of accepted skills minus their true accuracy on the
+  validation tasks (positive: accepted skills were, on average, lucky);
 - A/A: candidates identical in effect to their incumbent (they differ by useless rules only)
   that the gate accepted, out of those it decided on.
 
@@ -70,6 +72,7 @@ class RunResult:
     cancelled: int
     aa_decided: int
     aa_accepted: int
+    curse: list[float]  # validation score minus true accuracy, per accepted version
     accepted: int
     seconds: float
 
@@ -95,15 +98,19 @@ def train_once(overrides: dict[str, Any], seed: int, concurrency: int) -> RunRes
         recorded = sum(sum(1 for line in p.read_text().splitlines() if line.strip())
                        for p in (root / "run").rglob("results.jsonl"))
         aa_decided, aa_accepted = aa_counts(root / "run")
+        state = TrainState.load(root / "run")
+        curse = [v.val_mean - world.expected_accuracy((root / "run" / "skills" / f"v{v.number:03d}.md").read_text(),
+                                                      list(files.kinds["val"]))
+                 for v in state.versions[1:] if v.val_mean is not None]
         summary = outcome.summary
         return RunResult(
-            baseline_val=TrainState.load(root / "run").versions[0].val_mean or 0.0,
+            baseline_val=state.versions[0].val_mean or 0.0,
             test=summary.test.trained if summary.test else float("nan"),
             true_test=world.expected_accuracy(outcome.best_text, list(files.kinds["test"])),
             harmful=bool(world.harmful_in(outcome.best_text)),
             train_calls=len(target) - test_calls, test_calls=test_calls,
             optimizer_calls=len(server.calls) - len(target), cancelled=len(target) - recorded,
-            aa_decided=aa_decided, aa_accepted=aa_accepted, accepted=summary.steps_accepted, seconds=seconds)
+            aa_decided=aa_decided, aa_accepted=aa_accepted, curse=curse, accepted=summary.steps_accepted, seconds=seconds)
 
 
 def aa_counts(run: Path) -> tuple[int, int]:
@@ -137,11 +144,14 @@ def report(name: str, runs: list[RunResult]) -> str:
     aa = f"{aa_accepted}/{aa_decided}" + (f" ({100 * aa_accepted / aa_decided:.0f}%)" if aa_decided else "")
     per = lambda attr: sum(getattr(r, attr) for r in runs) / n  # noqa: E731
     lucky = sum(r.baseline_val >= LUCKY for r in runs)
+    curse = [c for r in runs for c in r.curse]
+    curse_text = f"{sum(curse) / len(curse):+.3f}" if curse else "n/a"
     return (f"{name:<22} test {test:.3f} ({100 * test / world.CEILING:.0f}% of ceiling), true {true:.3f} | "
             f"stall<{STALL}: {sum(r.test < STALL for r in runs)}/{n} | harmful: {sum(r.harmful for r in runs)}/{n} | "
             f"target calls {per('train_calls'):.0f} (+{per('test_calls'):.0f} test), cancelled {per('cancelled'):.1f} | "
             f"optimizer calls {per('optimizer_calls'):.1f} | accepted steps {per('accepted'):.1f} | A/A accepted {aa} | "
-            f"lucky baselines {lucky}/{n} | {per('seconds'):.1f}s/run")
+            f"lucky baselines {lucky}/{n} (highest {max(r.baseline_val for r in runs):.2f}) | "
+            f"winner's curse {curse_text} | {per('seconds'):.1f}s/run")
 
 
 def main() -> None:
