@@ -1,0 +1,78 @@
+"""``--baseline none``: the score with no skill beside the skill's, on eval, gate and train output.
+
+The scripted simulated target follows the rules a skill states, so with no skill it scores lower;
+the no-skill side is an ordinary cached run beside the main one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import run_cli
+from skillopt_ci.core.skill import NO_SKILL_NAME, load_skill, no_skill
+from skillopt_ci.inputs.yamlfile import schema_validator
+
+LINE = re.compile(r"no skill: (\d\.\d{3}) \[(\d\.\d{3}), (\d\.\d{3})\]; the skill adds ([+-]\d\.\d{3}) "
+                  r"\[([+-]\d\.\d{3}), ([+-]\d\.\d{3})\] \(paired over (\d+) tasks\)")
+
+
+def test_no_skill_is_named_and_hashed_apart(project):
+    empty = no_skill()
+    real = load_skill(project / "skills/ticket-triage/SKILL.md")
+    assert empty.name == NO_SKILL_NAME == "no skill"
+    assert empty.hash == no_skill().hash != real.hash
+    assert empty.hash != real.with_text("").hash  # not the digest of empty text either
+    assert empty.body == "" and empty.folder is None
+
+
+def test_eval_baseline_none_shows_what_the_skill_adds(project, server):
+    out = project / "run"
+    res = run_cli("eval", "ticket-triage", "--out", str(out), "--baseline", "none", "--quiet", cwd=project)
+    assert res.code == 0, res.err
+    match = LINE.search(res.out)
+    assert match, res.out
+    none_mean, delta, n = float(match[1]), float(match[4]), int(match[7])
+    assert n == 12
+    summary = json.loads((out / "summary.json").read_text())
+    schema_validator("summary.schema.json").validate(summary)
+    worth = summary["no_skill"]
+    assert worth["line"] == match[0]
+    assert worth["mean"] == pytest.approx(none_mean, abs=5e-4) and worth["delta"] == pytest.approx(delta, abs=5e-4)
+    assert worth["delta"] == pytest.approx(summary["mean"] - worth["mean"], abs=1e-9)
+    assert worth["delta"] > 0  # the simulated target follows the skill's rules
+    # Its own run directory beside the main one, named as the no-skill run, same tasks.
+    none_dir = project / "run-no-skill"
+    none_summary = json.loads((none_dir / "summary.json").read_text())
+    assert none_summary["skill"]["name"] == "no skill" and none_summary["n_tasks"] == 12
+    assert none_summary["skill"]["hash"] == no_skill().hash
+    assert match[0] in (out / "report.md").read_text()
+    # No skill means no system message: half the calls had one, half had none.
+    systems = [c.request.system for c in server.calls]
+    assert len(systems) == 24 and sum(1 for s in systems if not s) == 12
+
+
+def test_eval_baseline_rerun_hits_the_cache(project, server):
+    first = run_cli("eval", "ticket-triage", "--baseline", "none", "--quiet", cwd=project)
+    assert first.code == 0, first.err
+    calls = len(server.calls)
+    again = run_cli("eval", "ticket-triage", "--baseline", "none", "--quiet", cwd=project)
+    assert again.code == 0, again.err
+    assert len(server.calls) == calls  # 0 new calls on either side
+    assert LINE.search(first.out)[0] == LINE.search(again.out)[0]
+
+
+def test_eval_json_carries_the_no_skill_line(project):
+    res = run_cli("eval", "ticket-triage", "--baseline", "none", "--json", "--quiet", cwd=project)
+    assert res.code == 0, res.err
+    data = json.loads(res.out)
+    assert LINE.fullmatch(data["no_skill"]["line"])
+
+
+def test_unknown_baseline_is_usage_error(project, server):
+    res = run_cli("eval", "ticket-triage", "--baseline", "foo", "--quiet", cwd=project)
+    assert res.code == 2
+    assert "--baseline" in res.err and "'foo'" in res.err
+    assert server.calls == []
