@@ -55,8 +55,9 @@ class SkillWorth:
 
 
 def skill_worth(skill: Sequence[TaskResult], none: Sequence[TaskResult], task_ids: Sequence[str],
-                none_summary: EvalSummary, policy: ComparePolicy = ComparePolicy(), run_dir: str = "") -> SkillWorth:
+                none_summary: EvalSummary, policy: ComparePolicy | None = None, run_dir: str = "") -> SkillWorth:
     """Pair the skill's results with the no-skill results on ``task_ids``."""
+    policy = policy or ComparePolicy()
     comparison = compare_results(none, skill, task_ids, policy)
     return SkillWorth(mean=none_summary.mean, ci95=none_summary.ci95, delta=comparison.delta, delta_ci=comparison.ci,
                       n_paired=comparison.n_paired, confidence=policy.confidence, run_dir=run_dir)
