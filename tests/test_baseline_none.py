@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, write_project
+from test_gate import ACCOUNT_RULE, BILLING_RULE, BUG_RULE, SKILL, commit_on_branch, gate_json, make_repo, skill_text
 from skillopt_ci.core.skill import NO_SKILL_NAME, load_skill, no_skill
 from skillopt_ci.inputs.yamlfile import schema_validator
 
@@ -32,6 +33,7 @@ def test_eval_baseline_none_shows_what_the_skill_adds(project, server):
     out = project / "run"
     res = run_cli("eval", "ticket-triage", "--out", str(out), "--baseline", "none", "--quiet", cwd=project)
     assert res.code == 0, res.err
+    assert "warning" not in res.err  # the empty skill is on purpose
     match = LINE.search(res.out)
     assert match, res.out
     none_mean, delta, n = float(match[1]), float(match[4]), int(match[7])
@@ -76,3 +78,34 @@ def test_unknown_baseline_is_usage_error(project, server):
     assert res.code == 2
     assert "--baseline" in res.err and "'foo'" in res.err
     assert server.calls == []
+
+
+def test_gate_report_shows_the_no_skill_line_and_keeps_the_verdict(tmp_path, server):
+    root = make_repo(tmp_path, server.openai_base_url)
+    commit_on_branch(root, "worse", {SKILL: skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")
+                                           .replace(BILLING_RULE, "")})
+    plain = run_cli("gate", "--base", "main", "--head", "worse", "--out", str(tmp_path / "g1"), "--quiet", cwd=root)
+    out = tmp_path / "g2"
+    res = run_cli("gate", "--base", "main", "--head", "worse", "--out", str(out), "--baseline", "none", "--quiet",
+                  cwd=root)
+    assert res.code == plain.code == 1, res.err
+    data = gate_json(out)
+    skill = data["skills"][0]
+    assert skill["verdict"] == gate_json(tmp_path / "g1")["skills"][0]["verdict"] == "regressed"
+    line = skill["head"]["no_skill"]["line"]
+    assert LINE.fullmatch(line)
+    assert skill["head"]["no_skill"]["mean"] < skill["head"]["mean"]
+    report = (out / "report.md").read_text()
+    assert f"- **ticket-triage** baseline: {line}" in report
+    assert "baseline" not in (tmp_path / "g1" / "report.md").read_text()
+    assert f"ticket-triage baseline: {line}" in res.out
+    assert json.loads((out / "ticket-triage/no-skill/summary.json").read_text())["skill"]["name"] == "no skill"
+
+
+def test_compare_baseline_none(tmp_path, server):
+    root = write_project(tmp_path / "p", server.openai_base_url)
+    res = run_cli("compare", SKILL, SKILL, "--suite", "eval_suites/ticket-triage", "--out", str(tmp_path / "c"),
+                  "--baseline", "none", "--quiet", cwd=root)
+    assert res.code == 0, res.err
+    assert LINE.search(res.out)
+    assert LINE.search((tmp_path / "c" / "report.md").read_text())
