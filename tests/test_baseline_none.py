@@ -10,11 +10,32 @@ import json
 import re
 
 import pytest
+from test_gate import (
+    ACCOUNT_RULE,
+    BILLING_RULE,
+    BUG_RULE,
+    SKILL,
+    commit_on_branch,
+    gate_json,
+    make_repo,
+    skill_text,
+)
+from test_train import summary_of, train, train_project
 
 from conftest import run_cli, write_project
-from test_gate import ACCOUNT_RULE, BILLING_RULE, BUG_RULE, SKILL, commit_on_branch, gate_json, make_repo, skill_text
 from skillopt_ci.core.skill import NO_SKILL_NAME, load_skill, no_skill
 from skillopt_ci.inputs.yamlfile import schema_validator
+from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.train.pr_body import render_training_pr
+from skillopt_ci.train.records import TrainingSummary
+
+
+@pytest.fixture
+def sim():
+    with ScriptedModelServer(SimulatedModels()) as server:
+        yield server
+
 
 LINE = re.compile(r"no skill: (\d\.\d{3}) \[(\d\.\d{3}), (\d\.\d{3})\]; the skill adds ([+-]\d\.\d{3}) "
                   r"\[([+-]\d\.\d{3}), ([+-]\d\.\d{3})\] \(paired over (\d+) tasks\)")
@@ -109,3 +130,35 @@ def test_compare_baseline_none(tmp_path, server):
     assert res.code == 0, res.err
     assert LINE.search(res.out)
     assert LINE.search((tmp_path / "c" / "report.md").read_text())
+
+
+def test_train_summary_report_and_pr_body_show_the_no_skill_line(tmp_path, sim):
+    project = train_project(tmp_path / "p", sim.openai_base_url, train={"epochs": 1})
+    run = tmp_path / "run"
+    res = train(project, run, "--baseline", "none")
+    assert res.code == 0, res.err
+    s = summary_of(run)
+    assert set(s["no_skill"]) == {"val", "test"}
+    for split in ("val", "test"):
+        worth = s["no_skill"][split]
+        assert LINE.fullmatch(worth["line"])
+        assert worth["delta"] == pytest.approx(s[split]["trained"] - worth["mean"], abs=1e-9)
+        assert f"No skill on {split} (trained skill vs none): {worth['line']}" in res.out
+        assert json.loads((run / "versions/none" / split / "summary.json").read_text())["skill"]["name"] == "no skill"
+    report = (run / "report.md").read_text()
+    assert f"No skill on test (trained skill vs none): {s['no_skill']['test']['line']}" in report
+    _, body = render_training_pr(TrainingSummary.from_dict(s), current_text="a\n", trained_text="b\n", run_url=None)
+    assert f"No skill on val (trained skill vs none): {s['no_skill']['val']['line']}" in body
+    # Re-running the finished run asks the models nothing, the no-skill side included.
+    calls = sim.call_count
+    assert train(project, run, "--baseline", "none").code == 0
+    assert sim.call_count == calls
+    assert summary_of(run)["no_skill"] == s["no_skill"]
+
+
+def test_train_without_baseline_has_no_no_skill_line(tmp_path, sim):
+    project = train_project(tmp_path / "p", sim.openai_base_url, train={"epochs": 1})
+    res = train(project, tmp_path / "run")
+    assert res.code == 0, res.err
+    assert "no_skill" not in summary_of(tmp_path / "run") and "No skill" not in res.out
+    assert not (tmp_path / "run/versions/none").exists()

@@ -26,8 +26,8 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.shard import Shard
 from skillopt_ci.core.skill import SKILL_FILE, Skill, load_skill, parse_skill
 from skillopt_ci.engine.evaluation import EvalSession, make_plan
-from skillopt_ci.engine.runner import EvalOutcome, EvalPlan
 from skillopt_ci.engine.rundir import write_json_atomic
+from skillopt_ci.engine.runner import EvalOutcome, EvalPlan
 from skillopt_ci.gate.changes import resolve_changes
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.verdict import (
