@@ -47,7 +47,9 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
                            max_tokens=budget_tokens, max_dollars=budget_dollars, max_wall_seconds=budget_seconds,
                            cache_mode=cache_mode, wait=wait, baseline=baseline)
     outcome = run_training(config, request, log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)),
-                           session_options={"show_progress": False, "strict": strict, "assume_yes": assume_yes})
+                           session_options={"show_progress": False, "strict": strict, "assume_yes": assume_yes,
+                                            # the no-skill val run costs about one more evaluation
+                                            "estimate_runs": 2 if baseline else 1})
     if as_json:
         from skillopt_ci.core.skill import load_skill
         from skillopt_ci.inputs.preflight import skill_warnings
