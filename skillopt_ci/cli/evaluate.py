@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from skillopt_ci.cli.common import State, check_out, load_project_config
+from skillopt_ci.core.baseline import BASELINES
 from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import EXIT_OK, InputError
 
@@ -28,6 +29,7 @@ from skillopt_ci.core.errors import EXIT_OK, InputError
 @click.option("--cache", "cache_mode", type=click.Choice(CACHE_MODES), help="Response cache mode.")
 @click.option("--concurrency", type=click.IntRange(1, 512), help="Model calls in flight.")
 @click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
+@click.option("--baseline", type=click.Choice(BASELINES), help="Also evaluate the same tasks with no skill and show what the skill adds (--baseline none).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json (plus the input warnings) instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
@@ -36,12 +38,12 @@ from skillopt_ci.core.errors import EXIT_OK, InputError
 @click.pass_obj
 def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: int | None, out: Path | None,
              fresh: bool, threshold: float | None, model: str | None, base_url: str | None, cache_mode: str | None,
-             concurrency: int | None, shard: str | None, as_json: bool, quiet: bool, strict: bool,
+             concurrency: int | None, shard: str | None, baseline: str | None, as_json: bool, quiet: bool, strict: bool,
              assume_yes: bool, wait: bool) -> None:
     """Evaluate SKILL (a file, or a skill name from skillopt.yml) on a suite split."""
     from skillopt_ci.core.shard import parse_shard
     from skillopt_ci.engine.evaluation import EvalRequest, run_eval, threshold_verdict
-    from skillopt_ci.render.eval_report import score_table
+    from skillopt_ci.render.eval_report import no_skill_line, score_table
 
     config = load_project_config(state, model, base_url)
     if concurrency:
@@ -50,7 +52,7 @@ def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: 
     check_out(config, out)
     request = EvalRequest(skill=skill_path, suite=suite_path, split=split, repeats=repeats, out=out, fresh=fresh,
                           threshold=threshold, cache_mode=cache_mode, shard=parse_shard(shard), strict=strict,
-                          assume_yes=assume_yes, wait=wait)
+                          assume_yes=assume_yes, wait=wait, baseline=baseline)
     outcome = run_eval(config, request, show_progress=not quiet)
     code, verdict = threshold_verdict(outcome.summary, threshold)
     if as_json:
@@ -61,6 +63,8 @@ def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: 
         click.echo(json.dumps({**outcome.summary.to_dict(), "warnings": warnings}, indent=2))
     else:
         click.echo(score_table([outcome.summary]))
+        if outcome.summary.no_skill:
+            click.echo(no_skill_line(outcome.summary))
         click.echo(f"\nrun: {outcome.run_dir}")
     click.echo(("ok: " if code == EXIT_OK else "fail: ") + verdict, err=True)
     sys.exit(code)

@@ -12,18 +12,23 @@ from typing import Any
 import click
 
 from skillopt_ci.cli.common import State, check_out, load_project_config
+from skillopt_ci.core.baseline import BASELINES
 from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import EXIT_RUNTIME, InputError
 from skillopt_ci.core.paths import display_path
 
 
 def _session(config: Any, cache_mode: str | None, quiet: bool, strict: bool = False, assume_yes: bool = False,
-             wait: bool = False) -> Any:
-    """The session of a gate or compare: base and head are evaluated, so the estimate counts two."""
+             wait: bool = False, baseline: str | None = None) -> Any:
+    """The session of a gate or compare: base and head are evaluated, so the estimate counts two
+    (three with ``--baseline none``)."""
     from skillopt_ci.engine.evaluation import EvalSession
 
     return EvalSession(config, cache_mode=cache_mode, show_progress=not quiet, strict=strict, assume_yes=assume_yes,
-                       estimate_runs=2, wait=wait)
+                       estimate_runs=3 if baseline else 2, wait=wait)
+
+
+BASELINE_HELP = "Also evaluate the head with no skill and report what the skill adds; the verdict is unchanged."
 
 
 def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = False) -> None:
@@ -59,6 +64,7 @@ def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = Fals
 @click.option("--model", help="Target model as provider:model, overriding skillopt.yml.")
 @click.option("--base-url", help="Base URL for --model.")
 @click.option("--cache", "cache_mode", type=click.Choice(CACHE_MODES))
+@click.option("--baseline", type=click.Choice(BASELINES), help=BASELINE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
@@ -67,8 +73,8 @@ def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = Fals
 @click.pass_obj
 def compare(state: State, base_skill: Path, head_skill: Path, suite: Path, split: str | None, repeats: int | None,
             out: Path | None, fresh: bool, shard: str | None, model: str | None, base_url: str | None,
-            cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool,
-            wait: bool) -> None:
+            cache_mode: str | None, baseline: str | None, as_json: bool, quiet: bool, strict: bool,
+            assume_yes: bool, wait: bool) -> None:
     """Paired comparison of two skill files on the same tasks; exit 1 when the head regresses."""
     from skillopt_ci.core.shard import parse_shard
     from skillopt_ci.engine.runlock import RunLock
@@ -79,8 +85,9 @@ def compare(state: State, base_skill: Path, head_skill: Path, suite: Path, split
     shard_spec = parse_shard(shard)
     check_out(config, out)
     out = out or compare_run_dir(config, base_skill, head_skill, suite, shard_spec)
-    with RunLock(out, wait=wait), _session(config, cache_mode, quiet, strict, assume_yes, wait) as session:
-        report = run_compare(config, session, base_skill, head_skill, suite, out, shard=shard_spec, fresh=fresh)
+    with RunLock(out, wait=wait), _session(config, cache_mode, quiet, strict, assume_yes, wait, baseline) as session:
+        report = run_compare(config, session, base_skill, head_skill, suite, out, shard=shard_spec, fresh=fresh,
+                             baseline=baseline is not None)
         _finish_gate(report, out, as_json)
 
 
@@ -100,6 +107,7 @@ def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
 @click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
 @click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
 @click.option("--cache", "cache_mode", type=click.Choice(CACHE_MODES))
+@click.option("--baseline", type=click.Choice(BASELINES), help=BASELINE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print report.md (e.g. >> $GITHUB_STEP_SUMMARY).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
@@ -109,7 +117,7 @@ def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
 @click.pass_obj
 def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple[str, ...], split: str | None,
          repeats: int | None, out: Path | None, fresh: bool, shard: str | None, cache_mode: str | None,
-         as_json: bool, as_markdown: bool, quiet: bool, strict: bool, assume_yes: bool,
+         baseline: str | None, as_json: bool, as_markdown: bool, quiet: bool, strict: bool, assume_yes: bool,
          wait: bool) -> None:
     """Evaluate base and head of every changed skill on held-out tasks; exit 1 on a regression."""
     from skillopt_ci.core.shard import parse_shard
@@ -126,9 +134,9 @@ def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple
     shard_spec = parse_shard(shard)
     check_out(config, out)
     out = out or gate_run_dir(config, git, base_ref, head_ref, shard_spec, skills)
-    with RunLock(out, wait=wait), _session(config, cache_mode, quiet, strict, assume_yes, wait) as session:
+    with RunLock(out, wait=wait), _session(config, cache_mode, quiet, strict, assume_yes, wait, baseline) as session:
         report = run_gate(config, git, session, out, base_ref=base_ref, head_ref=head_ref, shard=shard_spec,
-                          only=skills, fresh=fresh)
+                          only=skills, fresh=fresh, baseline=baseline is not None)
         _finish_gate(report, out, as_json, as_markdown)
 
 

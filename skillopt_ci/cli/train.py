@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from skillopt_ci.cli.common import State, check_out, load_project_config
+from skillopt_ci.core.baseline import BASELINES
 from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import EXIT_OK
 from skillopt_ci.core.paths import display_path
@@ -24,6 +25,8 @@ from skillopt_ci.core.paths import display_path
 @click.option("--budget-dollars", type=click.FloatRange(0), help="Stop after this many dollars.")
 @click.option("--budget-seconds", type=click.FloatRange(0), help="Stop after this much wall time.")
 @click.option("--cache", "cache_mode", type=click.Choice(CACHE_MODES))
+@click.option("--baseline", type=click.Choice(BASELINES), help="Also evaluate val and test with no skill and show "
+              "what the trained skill adds (--baseline none).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
@@ -32,7 +35,7 @@ from skillopt_ci.core.paths import display_path
 @click.pass_obj
 def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int | None, batch_size: int | None,
           budget_tokens: int | None, budget_dollars: float | None, budget_seconds: float | None,
-          cache_mode: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool,
+          cache_mode: str | None, baseline: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool,
           wait: bool) -> None:
     """Train a skill: rollout, reflect, edit, keep only what beats it on validation."""
     from skillopt_ci.train.entry import TrainRequest, run_training
@@ -42,9 +45,11 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
     check_out(config, out)
     request = TrainRequest(skill=skill, out=out, fresh=fresh, epochs=epochs, batch_size=batch_size,
                            max_tokens=budget_tokens, max_dollars=budget_dollars, max_wall_seconds=budget_seconds,
-                           cache_mode=cache_mode, wait=wait)
+                           cache_mode=cache_mode, wait=wait, baseline=baseline)
     outcome = run_training(config, request, log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)),
-                           session_options={"show_progress": False, "strict": strict, "assume_yes": assume_yes})
+                           session_options={"show_progress": False, "strict": strict, "assume_yes": assume_yes,
+                                            # the no-skill val run costs about one more evaluation
+                                            "estimate_runs": 2 if baseline else 1})
     if as_json:
         from skillopt_ci.core.skill import load_skill
         from skillopt_ci.inputs.preflight import skill_warnings

@@ -176,10 +176,13 @@ class EvalSummary:
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     tool_version: str = ""
     missing_tasks: list[str] = field(default_factory=list)  # of a merge whose shards were not all given
+    no_skill: dict[str, Any] | None = None  # --baseline none: core.baseline.SkillWorth.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["ci95"] = list(self.ci95) if self.ci95 else None
+        if self.no_skill is None:
+            data.pop("no_skill")
         return {"schema_version": SUMMARY_SCHEMA_VERSION, "kind": "eval", **data}
 
     @classmethod

@@ -38,6 +38,7 @@ JUNK_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".
 JUNK_FILES = frozenset({".DS_Store", "Thumbs.db"})
 JUNK_SUFFIXES = (".pyc", ".pyo")
 MAX_RESOURCES = 10_000  # far beyond any real skill; stops a SKILL.md at a repository's top hashing it all
+NO_SKILL_NAME = "no skill"  # how the skill-off baseline (``--baseline none``) is named everywhere
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,12 @@ class Skill:
     warnings: tuple[str, ...] = ()  # soft deviations from the Agent Skills spec (usable, but worth fixing)
     folder: Path | None = None
     resources: tuple[tuple[str, str], ...] = ()
+    absent: bool = False  # the skill-off baseline: the agent gets no skill at all (see no_skill)
 
     @property
     def name(self) -> str:
+        if self.absent:
+            return NO_SKILL_NAME
         declared = self.front_matter.get("name")
         if isinstance(declared, str) and declared:
             return declared
@@ -82,6 +86,8 @@ class Skill:
 
     @property
     def hash(self) -> str:
+        if self.absent:  # not the digest of any text, so never equal to a real skill's hash
+            return hashlib.sha256(b"skillopt-ci:no-skill\0").hexdigest()
         return skill_hash(self.text, self.resources)
 
     @property
@@ -101,6 +107,12 @@ class Skill:
         if self.resources:
             out["resources"] = [{"path": rel, "sha256": digest} for rel, digest in self.resources]
         return out
+
+
+def no_skill() -> Skill:
+    """The skill-off baseline: empty text, no folder. Environments send no system message and
+    install nothing for it; its ``name`` is :data:`NO_SKILL_NAME` and its ``hash`` is its own."""
+    return Skill(text="", body="", absent=True)
 
 
 def skill_hash(text: str, resources: tuple[tuple[str, str], ...] = ()) -> str:

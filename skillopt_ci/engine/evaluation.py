@@ -59,6 +59,7 @@ class EvalRequest:
     strict: bool = False
     assume_yes: bool = False
     wait: bool = False  # queue behind another process writing to the same run directory
+    baseline: str | None = None  # "none": also evaluate the same tasks with no skill (engine/baseline.py)
 
 
 def default_run_dir(config: Config, plan: EvalPlan, prefix: str = "eval") -> Path:
@@ -277,13 +278,20 @@ def run_eval(
     backend_factory: Callable[[ModelSpec, Mapping[str, str]], Backend] | None = None,
 ) -> EvalOutcome:
     """``skillopt-ci eval``: writes ``results.jsonl``, ``summary.json``, ``report.md``, ``skill.md``."""
+    from skillopt_ci.engine.baseline import check_baseline, measure_worth
+
+    with_none = check_baseline(request.baseline)
     plan = prepare(request)
     out = request.out or default_run_dir(config, plan)
     with RunLock(out, wait=request.wait), \
             EvalSession(config, cache_mode=request.cache_mode, env=env, backend_factory=backend_factory,
                         show_progress=show_progress, stream=stream, strict=request.strict,
-                        assume_yes=request.assume_yes) as session:
+                        assume_yes=request.assume_yes, estimate_runs=2 if with_none else 1) as session:
         outcome = session.evaluate(plan, out, fresh=request.fresh)
+        if with_none:
+            worth = measure_worth(session, plan, outcome, fresh=request.fresh)
+            outcome = replace(outcome, summary=replace(outcome.summary, no_skill=worth.to_dict()))
+            RunDir(outcome.run_dir).write_json("summary.json", outcome.summary.to_dict())
         RunDir(outcome.run_dir).write_text(
             "report.md", eval_report(outcome.summary, outcome.results, threshold=request.threshold)
         )

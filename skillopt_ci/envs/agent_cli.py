@@ -248,6 +248,8 @@ class AgentEnvironment(BaseEnvironment):
 
     def _install(self, request: RolloutRequest, workspace: Workspace) -> None:
         skill = request.skill
+        if getattr(skill, "absent", False):
+            return  # the skill-off baseline: no skill installed, no instructions file
         if self.options.instructions_file:  # before install_skill, whose snapshot then counts it as given
             workspace.write_text(self.instructions_name, skill.body)
         folder = getattr(skill, "folder", None) or request.skill_dir

@@ -141,7 +141,8 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
             head += ["", power]
     else:
         head.append("No configured skill or suite changed.")
-    notes = [f"- **{escape_inline(s.change.name, 60)}** skill folder: {escape_inline(s.change.files_line(), 600)}"
+    notes = no_skill_notes(report, lambda n: escape_inline(n, 60))
+    notes += [f"- **{escape_inline(s.change.name, 60)}** skill folder: {escape_inline(s.change.files_line(), 600)}"
              for s in report.skills if s.change.files]
     notes += [f"- **{escape_inline(s.change.name, 60)}**: {escape_inline(s.reason, 300)}"
               for s in report.skills if s.failed or s.verdict == "inconclusive"]
@@ -162,6 +163,13 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
     if footer:
         tail += ["", footer]
     return assemble(head, skill_details(report), tail, limit)
+
+
+def no_skill_notes(report: GateReport, name: Callable[[str], str] = str) -> list[str]:
+    """``--baseline none``: per skill, the head's score with no skill and what the skill adds
+    (information only; the verdict never depends on it)."""
+    return [f"- **{name(s.change.name)}** baseline: {s.head.no_skill.get('line', '')}"
+            for s in report.skills if s.head is not None and s.head.no_skill]
 
 
 def skill_details(report: GateReport) -> list[str]:
@@ -228,4 +236,6 @@ def terminal_table(report: GateReport) -> str:
     table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
     files = "".join(f"\n{s.change.name}: {s.change.files_line()}" for s in report.skills if s.change.files)
     power = power_line(report)
-    return table + ("\n" + files if files else "") + ("\n\n" + power if power else "")
+    worth = "\n".join(line.removeprefix("- ") for line in no_skill_notes(report))
+    return (table + ("\n" + files if files else "") + ("\n\n" + power if power else "")
+            + ("\n\n" + worth.replace("**", "") if worth else ""))

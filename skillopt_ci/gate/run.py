@@ -27,6 +27,7 @@ from skillopt_ci.core.shard import Shard
 from skillopt_ci.core.skill import SKILL_FILE, Skill, load_skill, parse_skill
 from skillopt_ci.engine.evaluation import EvalSession, make_plan
 from skillopt_ci.engine.rundir import write_json_atomic
+from skillopt_ci.engine.runner import EvalOutcome, EvalPlan
 from skillopt_ci.gate.changes import resolve_changes
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.verdict import (
@@ -52,6 +53,7 @@ def run_gate(
     shard: Shard | None = None,
     only: Sequence[str] = (),
     fresh: bool = False,
+    baseline: bool = False,
 ) -> GateReport:
     """Evaluate every changed skill on both sides and decide. Writes ``gate.json`` into ``out``
     (with one eval run directory per skill and side under it) and returns the report."""
@@ -61,7 +63,7 @@ def run_gate(
     verdicts = []
     for change in changes:
         verdicts.append(_gate_skill(config, git, session, out, change, policy, top, merge_base,
-                                    head_sha if head_ref else None, shard, fresh))
+                                    head_sha if head_ref else None, shard, fresh, baseline))
     report = GateReport(base_ref=base_ref, head_ref=head_ref or WORKTREE, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, policy=policy, skills=verdicts, shard=str(shard) if shard else None)
     write_json_atomic(out / "gate.json", report.to_dict())
@@ -69,15 +71,17 @@ def run_gate(
 
 
 def _gate_skill(config: Config, git: Git, session: EvalSession, out: Path, change: SkillChange, policy: GatePolicy,
-                top: Path, base: str, head: str | None, shard: Shard | None, fresh: bool = False) -> SkillVerdict:
+                top: Path, base: str, head: str | None, shard: Shard | None, fresh: bool = False,
+                baseline: bool = False) -> SkillVerdict:
     """One changed skill, with the head skill's soft spec deviations attached as warnings."""
-    verdict, head_skill = _judge_skill(config, git, session, out, change, policy, top, base, head, shard, fresh)
+    verdict, head_skill = _judge_skill(config, git, session, out, change, policy, top, base, head, shard, fresh,
+                                       baseline)
     return replace(verdict, warnings=head_skill.warnings) if head_skill is not None else verdict
 
 
 def _judge_skill(config: Config, git: Git, session: EvalSession, out: Path, change: SkillChange,
                  policy: GatePolicy, top: Path, base: str, head: str | None, shard: Shard | None,
-                 fresh: bool) -> tuple[SkillVerdict, Skill | None]:
+                 fresh: bool, baseline: bool = False) -> tuple[SkillVerdict, Skill | None]:
     if change.status == "deleted":
         return SkillVerdict(change, "deleted", False, "skill file deleted; nothing to evaluate"), None
     with tempfile.TemporaryDirectory(prefix="skillopt-gate-") as scratch:
@@ -88,6 +92,8 @@ def _judge_skill(config: Config, git: Git, session: EvalSession, out: Path, chan
         plan = make_plan(head_skill, suite, policy.split, policy.repeats, shard)
         all_ids = tuple(t.id for t in suite.tasks(policy.split))
         head_run = session.evaluate(plan, out / change.name / "head", fresh=fresh, label=f"gate {change.name} head")
+        if baseline:
+            head_run = with_no_skill(session, plan, head_run, out / change.name / "no-skill", fresh, policy)
         base_skill = skill_at(git, top, base, change.base_path, f"{base[:12]}:{change.base_path}",
                               Path(scratch) / "base") if change.base_path else None
         if base_skill is None:
@@ -97,6 +103,18 @@ def _judge_skill(config: Config, git: Git, session: EvalSession, out: Path, chan
                                     label=f"gate {change.name} base")
     return decide(change, base_run.results, head_run.results, [t.id for t in plan.tasks], policy,
                   base_run.summary, head_run.summary, all_ids), head_skill
+
+
+def with_no_skill(session: EvalSession, plan: EvalPlan, run: EvalOutcome, out: Path, fresh: bool,
+                  policy: GatePolicy) -> EvalOutcome:
+    """``--baseline none``: ``run`` with what its skill adds over no skill on its summary."""
+    from skillopt_ci.core.compare import ComparePolicy
+    from skillopt_ci.core.skill import NO_SKILL_NAME
+    from skillopt_ci.engine.baseline import measure_worth
+
+    worth = measure_worth(session, plan, run, fresh=fresh, out=out, policy=ComparePolicy.from_gate(policy),
+                          label=f"{NO_SKILL_NAME} ({plan.skill.name})")
+    return replace(run, summary=replace(run.summary, no_skill=worth.to_dict()))
 
 
 def skill_at(git: Git, top: Path, ref: str | None, path: str, shown: str, scratch: Path) -> Skill | None:
@@ -119,7 +137,7 @@ def skill_at(git: Git, top: Path, ref: str | None, path: str, shown: str, scratc
 
 
 def run_compare(config: Config, session: EvalSession, base_path: Path, head_path: Path, suite_path: Path,
-                out: Path, *, shard: Shard | None = None, fresh: bool = False) -> GateReport:
+                out: Path, *, shard: Shard | None = None, fresh: bool = False, baseline: bool = False) -> GateReport:
     """``skillopt-ci compare``: the gate's paired comparison for two skill files."""
     from skillopt_ci.core.names import slug
     from skillopt_ci.core.paths import display_path
@@ -133,6 +151,8 @@ def run_compare(config: Config, session: EvalSession, base_path: Path, head_path
     all_ids = tuple(t.id for t in suite.tasks(policy.split))
     name = slug(head_skill.name)  # a file's stem may be anything; it names a directory here
     head_run = session.evaluate(head_plan, out / name / "head", fresh=fresh, label=f"compare {name} head")
+    if baseline:
+        head_run = with_no_skill(session, head_plan, head_run, out / name / "no-skill", fresh, policy)
     base_run = session.evaluate(base_plan, out / name / "base", fresh=fresh, label=f"compare {name} base")
     change = SkillChange(name, display_path(head_path), suite.display, "modified", display_path(base_path))
     verdict = replace(decide(change, base_run.results, head_run.results, [t.id for t in head_plan.tasks], policy,

@@ -52,7 +52,7 @@ def warning(file: str, message: str) -> Problem:
 def skill_warnings(skill: Skill, shown: str, limits: Limits) -> list[Problem]:
     """Soft problems of a loaded skill (see the module docstring)."""
     found = [warning(f"{shown}:1", w) for w in skill.warnings]
-    if not skill.body.strip():
+    if not skill.body.strip() and not skill.absent:  # the no-skill baseline is empty on purpose
         found.append(warning(shown, "the skill has no body: the model is evaluated without instructions"))
     tokens = skill.tokens
     if tokens > limits.skill_tokens:

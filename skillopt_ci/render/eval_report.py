@@ -44,6 +44,11 @@ def summary_row(s: EvalSummary) -> dict[str, str]:
     }
 
 
+def no_skill_line(s: EvalSummary) -> str:
+    """The ``--baseline none`` line of a summary ("no skill: …; the skill adds …"), or ""."""
+    return str(s.no_skill.get("line", "")) if s.no_skill else ""
+
+
 def score_table(summaries: Sequence[EvalSummary], fmt: str = "simple") -> str:
     """The score table printed by ``eval`` (``fmt="github"`` for markdown)."""
     rows = [summary_row(s) for s in summaries]
@@ -55,6 +60,8 @@ def eval_report(summary: EvalSummary, results: Sequence[TaskResult], *, threshol
     s = summary
     lines = [f"# skillopt-ci eval: {escape_inline(s.skill['name'])} on {escape_inline(s.suite['name'])}/{s.split}", ""]
     lines += [score_table([s], "github"), ""]
+    if s.no_skill:
+        lines += [f"Baseline: {no_skill_line(s)}.", ""]  # our own numbers: nothing to escape
     model = s.model
     lines.append(
         f"Model {code_span(model['provider'])} / {code_span(model['model'])} · repeats {s.repeats} · "

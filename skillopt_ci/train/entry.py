@@ -26,7 +26,7 @@ from skillopt_ci.inputs.suite import Suite, load_suite
 from skillopt_ci.train.records import TrainingSummary
 from skillopt_ci.train.report import render_train_report
 from skillopt_ci.train.state import TrainState
-from skillopt_ci.train.summary import build_summary
+from skillopt_ci.train.summary import build_summary, measure_no_skill
 from skillopt_ci.train.trainer import Trainer
 
 
@@ -42,6 +42,7 @@ class TrainRequest:
     max_wall_seconds: float | None = None
     cache_mode: str | None = None
     wait: bool = False  # queue behind another process writing to the same run directory
+    baseline: str | None = None  # "none": also evaluate val and test with no skill (train/summary.py)
 
 
 @dataclass
@@ -130,6 +131,8 @@ def run_training(config: Config, request: TrainRequest, *, log: Callable[[str], 
                           budgets=_budgets(config, request), log=log)
         try:
             state = trainer.run(state)
+            if request.baseline and state.phase == "done":
+                measure_no_skill(trainer)
         finally:
             if state.versions:
                 _write_outputs(trainer, state, run_dir)

@@ -21,6 +21,7 @@ from skillopt_ci.render.markdown import (
     neutralize_mentions,
 )
 from skillopt_ci.train.records import AcceptedEdit, SplitComparison, TrainingSummary
+from skillopt_ci.train.report import no_skill_lines
 
 BODY_LIMIT = 65_536
 TITLE_LIMIT = 256
@@ -205,7 +206,9 @@ def render_training_pr(summary: TrainingSummary, *, current_text: str, trained_t
     name = skill_name(summary)
     path = str(summary.skill.get("path") or "SKILL.md")
     chart = validation_chart(summary)
-    head = "\n".join([marker(name), headline(summary), "", score_table(summary), *(["", chart] if chart else [])])
+    worth = no_skill_lines(summary)
+    head = "\n".join([marker(name), headline(summary), "", score_table(summary),
+                      *(["", *(f"{line}  " for line in worth)] if worth else []), *(["", chart] if chart else [])])
     tail = "\n".join(["", *run_section(summary, run_url, artifact_hint), "", "---", FOOTER, ""])
     budget = limit - len(head) - len(tail) - len(TRUNCATED) - 8
     cut = False

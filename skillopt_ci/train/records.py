@@ -100,9 +100,13 @@ class TrainingSummary:
     stopped: str | None = None
     run_dir: str = ""
     tokens_by_stage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # --baseline none: per split ("val", "test"), core.baseline.SkillWorth.to_dict() of the best skill
+    no_skill: dict[str, dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items()}
+        if self.no_skill is None:
+            data.pop("no_skill")
         data["val"] = self.val.to_dict()
         data["test"] = self.test.to_dict() if self.test else None
         data["accepted_edits"] = [e.to_dict() for e in self.accepted_edits]

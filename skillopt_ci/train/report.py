@@ -21,6 +21,13 @@ def _row(c: SplitComparison | None, name: str) -> str:
     return f"| {name} | {fmt_score(c.current)} | {fmt_score(c.trained)} | {delta} | {c.verdict} |"
 
 
+def no_skill_lines(summary: TrainingSummary) -> list[str]:
+    """``--baseline none``: per split, the score with no skill and what the trained (best) skill
+    adds over it, beside the table's current and trained scores."""
+    return [f"No skill on {split} (trained skill vs none): {worth.get('line', '')}"
+            for split, worth in (summary.no_skill or {}).items()]
+
+
 def render_train_report(summary: TrainingSummary, state: TrainState) -> str:
     s = summary
     head = "improved" if s.improved else "no improvement to propose"
@@ -29,6 +36,7 @@ def render_train_report(summary: TrainingSummary, state: TrainState) -> str:
         lines += [f"**Stopped early:** {escape_inline(s.stopped or 'stopped')}. Re-run the same command to resume.", ""]
     lines += ["| split | current | trained | Δ (95% CI) | verdict |", "| --- | --- | --- | --- | --- |",
               _row(s.val, "val"), _row(s.test, "test"), "",
+              *[f"{line}  " for line in no_skill_lines(s)], *([""] if s.no_skill else []),
               f"Best is version {s.best_version} (also the final skill: every change is gated on validation). "
               f"Steps: {s.steps_accepted} accepted, {s.steps_rejected} rejected, {s.steps_skipped} skipped. "
               f"Tokens {s.input_tokens + s.output_tokens:,}, cost {fmt_cost(s.cost_usd)}, {s.wall_time_s:.1f}s.", "",
@@ -63,5 +71,6 @@ def summary_table(summary: TrainingSummary) -> str:
                      "Δ (95% CI)": "—" if c.delta is None else f"{c.delta:+.3f}{ci}", "verdict": c.verdict})
     table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
     s = summary
-    return (f"{table}\n\nsteps: {s.steps_accepted} accepted, {s.steps_rejected} rejected, {s.steps_skipped} skipped"
+    worth = "".join(f"\n{line}" for line in no_skill_lines(summary))
+    return (f"{table}{worth}\n\nsteps: {s.steps_accepted} accepted, {s.steps_rejected} rejected, {s.steps_skipped} skipped"
             f" · tokens {s.input_tokens + s.output_tokens:,} · cost {fmt_cost(s.cost_usd)} · {s.wall_time_s:.1f}s")

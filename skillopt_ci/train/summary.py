@@ -7,9 +7,14 @@ test are compared paired, from the versions' results on disk; the report
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
+from skillopt_ci.core.baseline import skill_worth
 from skillopt_ci.core.compare import ComparePolicy, compare_results
+from skillopt_ci.core.records import EvalSummary
+from skillopt_ci.core.skill import NO_SKILL_NAME, no_skill
+from skillopt_ci.engine.evaluation import make_plan
 from skillopt_ci.engine.rundir import RunDir
 from skillopt_ci.train.history import Decision
 from skillopt_ci.train.records import AcceptedEdit, SplitComparison, StepPoint, TrainingSummary
@@ -17,6 +22,36 @@ from skillopt_ci.train.state import TrainState
 
 if TYPE_CHECKING:
     from skillopt_ci.train.trainer import Trainer
+
+NO_SKILL_DIR = "versions/none"  # --baseline none: one run directory per split under it
+
+
+def measure_no_skill(trainer: Trainer) -> None:
+    """``--baseline none``: evaluate val and test (when the suite has it) with no skill, like the
+    baseline's evaluations (same repeats and sample indices, the run's budgets), into
+    ``versions/none/<split>``: cached and resumed like any run."""
+    for split in ("val", "test"):
+        if not trainer.suite.tasks(split):
+            continue
+        plan = make_plan(no_skill(), trainer.suite, split, trainer.evaluator.repeats)
+        trainer.session.evaluate(plan, trainer.dir / NO_SKILL_DIR / split, budgets=trainer.meter.remaining(),
+                                 label=f"{NO_SKILL_NAME} {split}")
+
+
+def _no_skill(trainer: Trainer, state: TrainState) -> dict[str, dict[str, Any]] | None:
+    """Per split, what the best skill adds over no skill (from the runs on disk), or None."""
+    best = state.current
+    found: dict[str, dict[str, Any]] = {}
+    for split, best_dir in (("val", best.val_dir), ("test", f"versions/v{best.number:03d}/test")):
+        none_dir, best_run = trainer.dir / NO_SKILL_DIR / split, trainer.dir / best_dir
+        if not (none_dir / "summary.json").exists() or not (best_run / "results.jsonl").exists():
+            continue
+        summary = EvalSummary.from_dict(json.loads((none_dir / "summary.json").read_text()))
+        worth = skill_worth(RunDir(best_run).load_results(), RunDir(none_dir).load_results(),
+                            [t.id for t in trainer.suite.tasks(split)], summary,
+                            ComparePolicy.from_gate(trainer.config.gate), run_dir=f"{NO_SKILL_DIR}/{split}")
+        found[split] = worth.to_dict()
+    return found or None
 
 
 def _compare(trainer: Trainer, split: str, base_dir: str, best_dir: str, margin: float = 0.0) -> SplitComparison | None:
@@ -66,5 +101,5 @@ def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
         input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
         cost_usd=spent.cost_usd if spent.cost_known else None, wall_time_s=spent.wall_time_s,
         improved=improved, complete=state.phase == "done", stopped=state.stopped, run_dir=str(trainer.dir),
-        tokens_by_stage=stages,
+        tokens_by_stage=stages, no_skill=_no_skill(trainer, state),
     )
