@@ -229,6 +229,26 @@ def _train_process(project: Path, out: Path) -> subprocess.Popen:
 
 
 @pytest.mark.slow
+def kill_and_resume(server: ScriptedModelServer, tmp_path: Path, kill_at: int, train_options: dict | None = None
+                    ) -> tuple[Path, TrainState]:
+    """A training run in its own process, SIGKILLed once the server has answered ``kill_at``
+    calls, then run again to its end: (the run directory, its final state)."""
+    project = train_project(tmp_path / f"k{kill_at}", server.openai_base_url, cache={"mode": "off"},
+                            train=train_options)
+    out = tmp_path / f"k{kill_at}-run"
+    server.reset()
+    proc = _train_process(project, out)
+    deadline = time.monotonic() + 60
+    while server.call_count < kill_at and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed = _train_process(project, out)
+    _, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    return out, TrainState.load(out)
+
+
 def test_killed_training_resumes_to_the_same_history_and_best_skill(tmp_path):
     with ScriptedModelServer(SimulatedModels(), latency=0.01) as server:
         reference = train_project(tmp_path / "ref", server.openai_base_url, cache={"mode": "off"})
@@ -236,19 +256,7 @@ def test_killed_training_resumes_to_the_same_history_and_best_skill(tmp_path):
         total = server.call_count
         expected = TrainState.load(tmp_path / "ref-run")
         for kill_at in (total // 8, total // 3, (2 * total) // 3):
-            project = train_project(tmp_path / f"k{kill_at}", server.openai_base_url, cache={"mode": "off"})
-            out = tmp_path / f"k{kill_at}-run"
-            server.reset()
-            proc = _train_process(project, out)
-            deadline = time.monotonic() + 60
-            while server.call_count < kill_at and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.002)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            resumed = _train_process(project, out)
-            _, err = resumed.communicate(timeout=120)
-            assert resumed.returncode == 0, err
-            state = TrainState.load(out)
+            out, state = kill_and_resume(server, tmp_path, kill_at)
             assert stable_history(state.history) == stable_history(expected.history), kill_at
             assert [v.hash for v in state.versions] == [v.hash for v in expected.versions]
             assert (out / "best_skill.md").read_text() == (tmp_path / "ref-run/best_skill.md").read_text()

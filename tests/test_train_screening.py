@@ -6,12 +6,10 @@ good and a harmful rule."""
 from __future__ import annotations
 
 import json
-import signal
-import time
 from pathlib import Path
 
 import pytest
-from test_train import SKILL, _train_process, train_project
+from test_train import SKILL, kill_and_resume, train_project
 
 from conftest import run_cli
 from skillopt_ci.testing import ScriptedModelServer
@@ -155,19 +153,6 @@ def test_resume_with_the_options_on_gives_the_same_run(tmp_path):
         expected = TrainState.load(tmp_path / "ref-run")
         assert any(r.screen is not None for r in expected.history)
         for kill_at in (total // 4, (2 * total) // 3):
-            project = train_project(tmp_path / f"k{kill_at}", server.openai_base_url, cache={"mode": "off"},
-                                    train=options)
-            out = tmp_path / f"k{kill_at}-run"
-            server.reset()
-            proc = _train_process(project, out)
-            deadline = time.monotonic() + 60
-            while server.call_count < kill_at and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.002)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            resumed = _train_process(project, out)
-            _, err = resumed.communicate(timeout=120)
-            assert resumed.returncode == 0, err
-            state = TrainState.load(out)
+            out, state = kill_and_resume(server, tmp_path, kill_at, options)
             assert stable_history(state.history) == stable_history(expected.history), kill_at
             assert (out / "best_skill.md").read_text() == (tmp_path / "ref-run/best_skill.md").read_text()

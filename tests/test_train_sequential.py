@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from test_train import _train_process, train, train_project
+from test_train import kill_and_resume, train, train_project
 
 from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
@@ -141,20 +139,7 @@ def test_killed_training_with_the_new_options_resumes_to_the_same_history(tmp_pa
         total = server.call_count
         expected = TrainState.load(tmp_path / "ref-run")
         for kill_at in (total // 4, (2 * total) // 3):
-            project = train_project(tmp_path / f"k{kill_at}", server.openai_base_url, cache={"mode": "off"},
-                                    train=options)
-            out = tmp_path / f"k{kill_at}-run"
-            server.reset()
-            proc = _train_process(project, out)
-            deadline = time.monotonic() + 60
-            while server.call_count < kill_at and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.002)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            resumed = _train_process(project, out)
-            _, err = resumed.communicate(timeout=120)
-            assert resumed.returncode == 0, err
-            state = TrainState.load(out)
+            out, state = kill_and_resume(server, tmp_path, kill_at, options)
             assert stable_history(state.history) == stable_history(expected.history), kill_at
             assert [v.hash for v in state.versions] == [v.hash for v in expected.versions]
             assert state.val_samples == expected.val_samples

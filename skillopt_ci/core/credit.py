@@ -67,16 +67,23 @@ def changed_tasks(incumbent: Sequence[TaskResult], candidate: Sequence[TaskResul
     return [t for t in task_ids if t in before and t in after and abs(before[t] - after[t]) > EPSILON]
 
 
+def _start(incumbent_text: str, edits: Sequence[Edit], incumbent: Sequence[TaskResult],
+           candidate: Sequence[TaskResult], task_ids: Sequence[str], caps: EditCaps) -> CreditResult:
+    """Every edit kept, and the tasks the step changed (none when there is nothing to attribute:
+    fewer than two edits, or no task changed)."""
+    candidate_text, _ = apply_edits(incumbent_text, edits, caps)
+    result = CreditResult(text=candidate_text, kept=list(edits))
+    if len(edits) >= 2:
+        result.tasks = changed_tasks(incumbent, candidate, task_ids)
+    return result
+
+
 def attribute_credit(incumbent_text: str, edits: Sequence[Edit], incumbent: Sequence[TaskResult],
                      candidate: Sequence[TaskResult], task_ids: Sequence[str], caps: EditCaps, *,
                      score_tasks: ScoreTasks, score_all: ScoreAll) -> CreditResult:
     """Leave each edit out in turn (last, i.e. least supported, first) and keep only the edits
     whose absence lowers the score on the tasks the step changed. Deterministic."""
-    candidate_text, _ = apply_edits(incumbent_text, edits, caps)
-    result = CreditResult(text=candidate_text, kept=list(edits))
-    if len(edits) < 2:
-        return result
-    result.tasks = changed_tasks(incumbent, candidate, task_ids)
+    result = _start(incumbent_text, edits, incumbent, candidate, task_ids, caps)
     if not result.tasks:
         return result
     current = sum(means(candidate, result.tasks).values())
@@ -159,11 +166,7 @@ def attribute_credit_confident(incumbent_text: str, edits: Sequence[Edit], incum
                                score_all: ScoreAll) -> CreditResult:
     """Like :func:`attribute_credit`, but an edit is dropped only with ``confidence`` (see the
     module docstring). Deterministic given the scores."""
-    candidate_text, _ = apply_edits(incumbent_text, edits, caps)
-    result = CreditResult(text=candidate_text, kept=list(edits))
-    if len(edits) < 2:
-        return result
-    result.tasks = changed_tasks(incumbent, candidate, task_ids)
+    result = _start(incumbent_text, edits, incumbent, candidate, task_ids, caps)
     if not result.tasks:
         return result
     for index in reversed(range(len(edits))):
