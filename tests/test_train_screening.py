@@ -112,6 +112,12 @@ def test_screen_edits_alone_removes_a_harmful_edit_bundled_with_a_good_one(tmp_p
     assert BUG_RULE in best and HARMFUL not in best
     summary = json.loads((out / "summary.json").read_text())
     assert [e["edit"]["text"] for e in summary["accepted_edits"]] == [BUG_RULE]
+    # Each decision in one line, and the edit left out with why: in the summary and in report.md.
+    point = next(p for p in summary["points"] if p["step"] == step.step)
+    assert point["reason"] == step.reason
+    assert [(x["text"], x["reason"]) for x in point["left_out"]] == [(HARMFUL, dropped.reason)]
+    report = (out / "report.md").read_text()
+    assert "## Edits left out before a decision" in report and dropped.reason.split(":")[0] in report
     # Without it, the harmful rule rides in with the good one (the bundle beats the incumbent).
     _, plain, _, _ = run(tmp_path, "bundled", policy, options)
     assert HARMFUL in (plain / "best_skill.md").read_text()

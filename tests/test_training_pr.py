@@ -5,6 +5,7 @@ updated in place, labels, a check run with the scores, nothing when there is not
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -145,6 +146,22 @@ def test_marker_uses_a_safe_skill_name() -> None:
                                      run_url=None)
     assert body.splitlines()[0] == "<!-- skillopt-ci:train:x------evil -->"
     assert body.count("-->") == 1 and "@evil" not in body
+
+
+def test_the_body_says_why_each_step_was_decided_and_which_edits_were_left_out() -> None:
+    s = summary(accepted())
+    points = (StepPoint("baseline", 0.458, 0.458, "baseline"),
+              StepPoint("e0-s00", 0.75, 0.75, "accepted", "accepted: +0.292 [+0.10, +0.48]; 1 of 2 edits screened out alone",
+                        ({"op": "append", "text": "Everything is P1.", "reason": "screened out alone: fixed 0 of 3"},)),
+              StepPoint("e0-s01", None, 0.75, "rejected", "rejected: cannot beat the incumbent (<b>early</b>)"))
+    _, body = render_training_pr(replace(s, points=points), current_text=CURRENT, trained_text=TRAINED, run_url=None)
+    folded = body.split("<details><summary>Why each step was decided</summary>", 1)[1].split("</details>", 1)[0]
+    assert r"- **e0-s00** accepted: +0.292 \[+0.10, +0.48]; 1 of 2 edits screened out alone" in folded
+    assert "  - left out `append` Everything is P1.: screened out alone: fixed 0 of 3" in folded
+    assert "<b>" not in folded  # the reason is escaped like any text that came from a run
+    _, tight = render_training_pr(replace(s, points=points), current_text=CURRENT, trained_text=TRAINED,
+                                  run_url=None, limit=len(body) - 120)
+    assert "more step(s): see report.md" in tight or "Why each step" not in tight
 
 
 def test_body_stays_under_githubs_limit_with_a_visible_note() -> None:

@@ -197,6 +197,29 @@ FOOTER = ("_Opened by skillopt-ci. It is never merged automatically: review the 
           f"workflows, so the scores are posted as the check run `{CHECK_NAME}` on this commit._")
 
 
+def decisions_section(summary: TrainingSummary, budget: int) -> str:
+    """Each step's decision in one line, and the edits left out on the way with why, folded;
+    as many steps as ``budget`` characters allow (the rest is in the run's report.md)."""
+    steps = [p for p in summary.points[1:] if p.reason]
+    if not steps or budget < 200:
+        return ""
+    head, foot = "<details><summary>Why each step was decided</summary>\n", "\n</details>"
+    lines: list[str] = []
+    used = len(head) + len(foot)
+    for n, point in enumerate(steps):
+        said = point.reason if point.reason.startswith(point.decision) else f"{point.decision}: {point.reason}"
+        entry = [f"- **{escape_inline(point.step)}** {escape_inline(said, 200)}"]
+        entry += [f"  - left out `{escape_inline(x['op'])}` {escape_inline(x['text'], 80)}: "
+                  f"{escape_inline(x['reason'], 160)}" for x in point.left_out]
+        text = "\n".join(entry)
+        if used + len(text) + 80 > budget:
+            lines.append(f"- _…{len(steps) - n} more step(s): see report.md in the run directory._")
+            break
+        lines.append(text)
+        used += len(text) + 1
+    return head + "\n" + "\n".join(lines) + foot
+
+
 def render_training_pr(summary: TrainingSummary, *, current_text: str, trained_text: str,
                        run_url: str | None, artifact_hint: str | None = None,
                        limit: int = BODY_LIMIT) -> tuple[str, str]:
@@ -235,6 +258,10 @@ def render_training_pr(summary: TrainingSummary, *, current_text: str, trained_t
     section, shortened = diff_section(diff, path, budget)
     parts.append(section or "_The diff is too long to show here: see **Files changed**._")
     cut = cut or shortened
+    budget -= len(parts[-1]) + 2
+    decisions = decisions_section(summary, budget)
+    if decisions:
+        parts.append(decisions)
 
     body = head + "\n\n" + "\n\n".join(parts) + (TRUNCATED if cut else "") + "\n" + tail
     if len(body) > limit:  # a pathological head (never with sane inputs): cut hard, keep the note

@@ -59,19 +59,30 @@ class StepPoint:
     """One point of the validation curve: the step id (``baseline``, ``e0-s3``, ``e1-slow``…), the
     candidate's validation score when it was measured in full (``None`` when scoring stopped
     early or the step was skipped), the incumbent's score after the step, and the decision
-    (``baseline``, ``accepted``, ``rejected``, ``skipped``)."""
+    (``baseline``, ``accepted``, ``rejected``, ``skipped``) with its one-line reason, and the
+    edits left out of the candidate on the way (screened out alone, pruned by credit assignment),
+    each ``{"op", "text", "reason"}``."""
 
     step: str
     candidate: float | None
     incumbent: float | None
     decision: str
+    reason: str = ""
+    left_out: tuple[dict[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for key, empty in (("reason", ""), ("left_out", ())):
+            if not data[key] or data[key] == empty:  # absent when empty: older summaries stay as they were
+                data.pop(key)
+        if "left_out" in data:
+            data["left_out"] = [dict(x) for x in self.left_out]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StepPoint:
-        return cls(data["step"], data["candidate"], data["incumbent"], data["decision"])
+        return cls(data["step"], data["candidate"], data["incumbent"], data["decision"], data.get("reason", ""),
+                   tuple(dict(x) for x in data.get("left_out", ())))
 
 
 @dataclass(frozen=True)

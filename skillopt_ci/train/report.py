@@ -45,6 +45,11 @@ def render_train_report(summary: TrainingSummary, state: TrainState) -> str:
     for p, record in zip(s.points[1:], state.history, strict=True):
         lines.append(f"| {p.step} | {p.decision} | {fmt_score(p.candidate)} → {fmt_score(p.incumbent)} | "
                      f"{escape_inline(record.reason, 160)} |")
+    left = [(p.step, x) for p in s.points for x in p.left_out]
+    if left:
+        lines += ["", "## Edits left out before a decision", ""]
+        lines += [f"- **{escape_inline(step)}** `{escape_inline(x['op'])}` {escape_inline(x['text'], 120)}: "
+                  f"{escape_inline(x['reason'], 200)}" for step, x in left]
     if s.accepted_edits:
         lines += ["", "## Accepted edits", ""]
         for a in s.accepted_edits:

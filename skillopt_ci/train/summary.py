@@ -16,7 +16,7 @@ from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.core.skill import NO_SKILL_NAME, no_skill
 from skillopt_ci.engine.evaluation import make_plan
 from skillopt_ci.engine.rundir import RunDir
-from skillopt_ci.train.history import Decision
+from skillopt_ci.train.history import Decision, StepRecord
 from skillopt_ci.train.records import AcceptedEdit, SplitComparison, StepPoint, TrainingSummary
 from skillopt_ci.train.state import TrainState
 
@@ -64,6 +64,14 @@ def _compare(trainer: Trainer, split: str, base_dir: str, best_dir: str, margin:
     return SplitComparison(split, c.base_mean, c.head_mean, c.delta, c.ci, c.verdict, c.n_paired)
 
 
+def left_out(record: StepRecord) -> tuple[dict[str, str], ...]:
+    """The edits a step's candidate lost before its decision, each with why: screened out alone,
+    then pruned by credit assignment."""
+    found = [(e.edit, e.reason) for e in (record.screen.dropped if record.screen else [])]
+    found += [(d.edit, d.reason) for d in (record.credit.removed if record.credit else ())]
+    return tuple({"op": edit.op, "text": edit.text or edit.anchor or "", "reason": reason} for edit, reason in found)
+
+
 def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
     best = state.current
     val = _compare(trainer, "val", state.versions[0].val_dir, best.val_dir) or SplitComparison(
@@ -73,8 +81,8 @@ def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
     accepted = [AcceptedEdit(r.step, edit) for r in state.history if r.decision is Decision.ACCEPTED
                 for edit in r.kept_edits()]
     points = [StepPoint("baseline", state.versions[0].val_mean, state.versions[0].val_mean, "baseline")]
-    points += [StepPoint(r.step, r.outcome.candidate_val, r.outcome.incumbent_val, r.outcome.decision.value)
-               for r in state.history if r.outcome]
+    points += [StepPoint(r.step, r.outcome.candidate_val, r.outcome.incumbent_val, r.outcome.decision.value,
+                         r.outcome.reason, left_out(r)) for r in state.history if r.outcome]
     test_ok = test is None or test.delta is None or test.delta >= -trainer.policy.test_margin
     improved = best.number != 0 and (val.delta or 0.0) > 0 and test_ok
     counts = {d: sum(1 for r in state.history if r.decision is d) for d in Decision}
