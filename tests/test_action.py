@@ -408,8 +408,29 @@ def test_schedule_evaluates_every_skill(tmp_path, fake, server):
     res = pr.run(event_name="schedule", event={})
     assert res.code == 0, res.err
     assert "## skillopt-ci eval: ✅ 1 skill(s)" in pr.summary and "ticket-triage" in pr.summary
+    assert "no skill" not in pr.summary  # only with the input baseline: none
     assert pr.outputs()["verdict"] == "passed"
     assert fake.writes() == []
+
+
+def test_baseline_none_shows_what_each_skill_adds_in_the_summary_and_the_comment(tmp_path, fake, server):
+    scheduled = PR(tmp_path, fake, server, {"README.md": "x\n"}, gate={"min_score": 0.4})
+    res = scheduled.run(event_name="schedule", event={}, SKILLOPT_BASELINE="none")
+    assert res.code == 0, res.err
+    assert "- ticket-triage: no skill: 0.000 [0.000, 0.000]; the skill adds +" in scheduled.summary
+    assert "(paired over 12 tasks)" in scheduled.summary
+
+
+def test_gate_with_baseline_none_keeps_its_verdict_and_says_what_the_skill_adds(regressing, fake):
+    res = regressing.run(SKILLOPT_BASELINE="none")
+    assert res.code == 1  # the same verdict as without it
+    body = regressing.comments()[-1]["body"]
+    assert "no skill" in body and "the skill adds" in body
+
+
+def test_an_unknown_baseline_input_is_exit_2(regressing):
+    res = regressing.run(SKILLOPT_BASELINE="zero")
+    assert res.code == 2 and "SKILLOPT_BASELINE (input baseline) is 'zero'" in res.err
 
 
 def test_workflow_dispatch_below_minimum_fails(tmp_path, fake, server):

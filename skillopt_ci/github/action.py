@@ -24,10 +24,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from skillopt_ci.core.baseline import worth_line
 from skillopt_ci.core.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.redact import SECRETS
 from skillopt_ci.core.skill import load_skill
+from skillopt_ci.engine.baseline import measure_worth
 from skillopt_ci.engine.evaluation import EvalSession, make_plan, threshold_verdict
 from skillopt_ci.engine.rundir import write_atomic, write_json_atomic
 from skillopt_ci.gate.changes import resolve_changes
@@ -213,7 +215,8 @@ def gate_flow(ctx: Context) -> int:
     command("group", "Evaluating changed skills", stream=ctx.out)
     try:
         with EvalSession(config, **ctx.session_options) as session:
-            report = run_gate(config, git, session, out, base_ref=pr.base_sha, head_ref=pr.head_sha, only=s.skills)
+            report = run_gate(config, git, session, out, base_ref=pr.base_sha, head_ref=pr.head_sha, only=s.skills,
+                              baseline=s.baseline)
     except SkilloptError as exc:
         if publisher and s.comment and changes:
             body = f"{MARKER}\n## skillopt-ci gate: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
@@ -279,8 +282,10 @@ def eval_flow(ctx: Context) -> int:
     if reason:
         return skip(ctx, "No model key", f"{reason}. Nothing was evaluated.")
     summaries = []
-    failed = []
-    with EvalSession(config, **ctx.session_options) as session:
+    failed: list[str] = []
+    worth_lines: list[str] = []  # "what the skill adds" lines (input baseline: none)
+    options = {**ctx.session_options, "estimate_runs": 2} if s.baseline else ctx.session_options
+    with EvalSession(config, **options) as session:
         for entry in entries:
             skill = load_skill(entry.path, display=entry.name)
             suite = load_suite(entry.suite, display=entry.name)
@@ -288,12 +293,15 @@ def eval_flow(ctx: Context) -> int:
             out = config.runs_dir / run_dir_name("scheduled", entry.name, skill.hash[:12])
             ctx.run_dirs.append(out)
             outcome = session.evaluate(plan, out)
+            if s.baseline:
+                worth = measure_worth(session, plan, outcome)
+                worth_lines.append(f"{escape_inline(entry.name, 100)}: {worth_line(worth)}")  # our numbers
             summaries.append(outcome.summary)
             code, line = threshold_verdict(outcome.summary, config.gate.min_score)
             if code != EXIT_OK:
                 failed.append(f"{entry.name}: {line}")
     table = score_table(summaries, "github")
-    notes = "".join(f"\n- {escape_inline(f, 300)}" for f in failed)
+    notes = "".join(f"\n- {line}" for line in [*worth_lines, *(escape_inline(f, 300) for f in failed)])
     ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n")
     ctx.outputs["verdict"] = "failed" if failed else "passed"
     return EXIT_FAILED if failed and s.fail else EXIT_OK

@@ -53,6 +53,7 @@ class ActionSettings:
     skills: tuple[str, ...] = ()
     comment: bool = True
     fail: bool = True
+    baseline: bool = False  # input baseline: none — also show each skill's score with no skill
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     event: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -133,6 +134,10 @@ def settings_from_env(env: Mapping[str, str]) -> ActionSettings:
     if mode not in MODES:
         raise InputError(f"SKILLOPT_MODE (input mode) is {mode!r}", hint=f"use one of: {', '.join(MODES)}")
     skills = tuple(s for s in env.get("SKILLOPT_SKILLS", "").replace(",", " ").split() if s)
+    baseline = env.get("SKILLOPT_BASELINE", "").strip().lower()
+    if baseline not in ("", "none"):
+        raise InputError(f"SKILLOPT_BASELINE (input baseline) is {baseline!r}",
+                         hint='use "none" (also evaluate with no skill), or leave it empty')
     return ActionSettings(
         event_name=event_name,
         repository=need("GITHUB_REPOSITORY"),
@@ -148,6 +153,7 @@ def settings_from_env(env: Mapping[str, str]) -> ActionSettings:
         skills=skills,
         comment=_flag(env, "SKILLOPT_COMMENT", True),
         fail=_flag(env, "SKILLOPT_FAIL", True),
+        baseline=baseline == "none",
         retry=RetryPolicy(attempts=int(_number(env, "SKILLOPT_GITHUB_ATTEMPTS", 3, minimum=1, integer=True)),
                           backoff=_number(env, "SKILLOPT_GITHUB_BACKOFF", 2.0, minimum=0, integer=False)),
         event=event,
