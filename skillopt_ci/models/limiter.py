@@ -126,17 +126,20 @@ class AdaptiveLimit:
                     self._waiters.remove(waiter)
 
     def release(self, wave: int, *, limited: bool = False, retry_after: float | None = None,
-                rate: RateInfo | None = None) -> None:
-        """End a call: ``limited`` when the provider answered with a rate limit."""
+                rate: RateInfo | None = None, max_pause: float = MAX_PAUSE_S) -> None:
+        """End a call: ``limited`` when the provider answered with a rate limit. A wait the
+        provider asks for holds new calls at most ``max_pause`` seconds (the role's
+        ``max_retry_wait``, as for its retries)."""
         self.in_flight -= 1
         if self.adaptive:
-            self._adapt(wave, limited, retry_after, rate)
+            self._adapt(wave, limited, retry_after, rate, min(max_pause, MAX_PAUSE_S))
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _adapt(self, wave: int, limited: bool, retry_after: float | None, rate: RateInfo | None) -> None:
+    def _adapt(self, wave: int, limited: bool, retry_after: float | None, rate: RateInfo | None,
+               max_pause: float) -> None:
         now = self.clock()
         if limited:
             self._successes = 0
@@ -146,10 +149,10 @@ class AdaptiveLimit:
                 self._wave += 1
                 self.decreases += 1
             if retry_after:
-                self._not_before = max(self._not_before, now + min(retry_after, MAX_PAUSE_S))
+                self._not_before = max(self._not_before, now + min(retry_after, max_pause))
             return
         if rate is not None and rate.exhausted and rate.reset_s:
-            self._not_before = max(self._not_before, now + min(rate.reset_s, MAX_PAUSE_S))
+            self._not_before = max(self._not_before, now + min(rate.reset_s, max_pause))
         if wave != self._wave:  # started under the limit before the last decrease: says nothing of this one
             return
         self._successes += 1

@@ -169,11 +169,10 @@ class ModelPool:
             rate = done.rate
             return done
         except ProviderError as exc:
-            limited = exc.kind == "rate_limit" or exc.status == 529
-            retry_after = min(exc.retry_after, max_wait) if exc.retry_after is not None else None
+            limited, retry_after = exc.kind == "rate_limit" or exc.status == 529, exc.retry_after
             raise
         finally:
-            self.limiter.release(wave, limited=limited, retry_after=retry_after, rate=rate)
+            self.limiter.release(wave, limited=limited, retry_after=retry_after, rate=rate, max_pause=max_wait)
 
     def _backend(self, role: str, spec: ModelSpec) -> Backend:
         backend = self._backends.get(role)
