@@ -17,9 +17,11 @@ harmful rules. 48 train / 24 validation / 80 test tasks, one sample per task. Pe
 - A/A: candidates identical in effect to their incumbent (they differ by useless rules only)
   that the gate accepted, out of those it decided on.
 
-Configurations name TrainPolicy options (screen_edits_alone runs with screening on: it refines
-screening); an option this build's TrainPolicy lacks makes its
-configuration "n/a (not in this build)".
+Configurations name TrainPolicy options: "legacy" is the defaults before these mechanisms (a
+strict one-pass gate, no screening), "defaults" today's defaults, and each other configuration one
+mechanism switched on alone on top of "legacy"; an option this build's TrainPolicy lacks makes its
+configuration "n/a (not in this build)". Last, the issue's targets are checked for "defaults"
+against "legacy" (when both ran).
 
 Run: python bench/bench_train_quality.py [--seeds 20] [--configs defaults,sequential] [--jobs N]
 """
@@ -36,6 +38,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from skillopt_ci.core.edits import EditCaps, apply_edits
 from skillopt_ci.inputs.config import TrainPolicy
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.testing import noisy_world as world
@@ -43,15 +46,18 @@ from skillopt_ci.testing.server import ScriptedModelServer
 from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.train.state import TrainState
 
+# The defaults before this benchmark's mechanisms: a strict one-pass gate, no screening.
+LEGACY: dict[str, Any] = {"sequential": False, "screen_edits_alone": False, "noninferior_after_screening": False}
 CONFIGS: dict[str, dict[str, Any]] = {
+    "legacy": LEGACY,
     "defaults": {},
-    "honest_incumbent": {"honest_incumbent": True},
-    "sequential": {"sequential": True},
-    "screening": {"screening": True},
-    "screen_edits_alone": {"screening": True, "screen_edits_alone": True},
-    "credit_confidence=0.8": {"credit_confidence": 0.8},
-    "all": {"honest_incumbent": True, "sequential": True, "screening": True, "screen_edits_alone": True,
-            "credit_confidence": 0.8},
+    # each mechanism switched on alone, on top of the legacy defaults
+    "honest_incumbent": {**LEGACY, "honest_incumbent": True},
+    "sequential": {**LEGACY, "sequential": True},
+    "screening": {**LEGACY, "screening": True},
+    "screen_edits_alone": {**LEGACY, "screen_edits_alone": True},
+    "alone+noninferior": {**LEGACY, "screen_edits_alone": True, "noninferior_after_screening": True},
+    "credit_confidence=0.8": {**LEGACY, "credit_confidence": 0.8},
 }
 STALL = 0.6
 LUCKY = 0.2  # a seed skill (true accuracy 0.10) that scored at least twice that on validation
@@ -114,20 +120,31 @@ def train_once(overrides: dict[str, Any], seed: int, concurrency: int) -> RunRes
 
 
 def aa_counts(run: Path) -> tuple[int, int]:
-    """(gated candidates identical in effect to their incumbent, how many of them were accepted)."""
+    """(candidates identical in effect to their incumbent that training decided on, how many of them
+    it accepted). A step's candidate is what its applied edits made of the incumbent, before any
+    screening (so a step screened out counts as a rejection, as a gate's rejection would); the slow
+    update's is the skill it validated."""
     decided = accepted = 0
     for record in TrainState.load(run).history:
         if record.decision is None or record.decision.value not in ("accepted", "rejected"):
             continue
-        step = run / "steps" / record.step
-        candidate = next((p for p in (step / "candidate.md", step / "val" / "skill.md") if p.exists()), None)
         incumbent = run / "skills" / f"v{record.incumbent_version:03d}.md"
-        if candidate is None or not incumbent.exists():
+        candidate = proposed_candidate(run, record, incumbent.read_text(encoding="utf-8"))
+        if candidate is None:
             continue
-        if world.effect(candidate.read_text(encoding="utf-8")) == world.effect(incumbent.read_text(encoding="utf-8")):
+        if world.effect(candidate) == world.effect(incumbent.read_text(encoding="utf-8")):
             decided += 1
             accepted += record.decision.value == "accepted"
     return decided, accepted
+
+
+def proposed_candidate(run: Path, record: Any, incumbent: str) -> str | None:
+    edits = [o.edit for o in record.applied if o.applied]
+    if record.kind.value == "step" and edits:
+        text, _ = apply_edits(incumbent, edits, EditCaps(max_edit_chars=10**6, max_skill_tokens=10**6))
+        return text
+    validated = run / "steps" / record.step / "val" / "skill.md"
+    return validated.read_text(encoding="utf-8") if validated.exists() else None
 
 
 def _job(args: tuple[str, int, int]) -> tuple[str, int, RunResult]:
@@ -180,7 +197,27 @@ def main() -> None:
         missing = missing_options(CONFIGS[name])
         print(report(name, results[name]) if not missing else
               f"{name:<22} n/a (not in this build: {', '.join(missing)})")
+    if "defaults" in results and "legacy" in results:
+        print(targets(results["defaults"], results["legacy"]))
     print(f"wall time {time.perf_counter() - started:.1f}s for {len(jobs)} runs")
+
+
+def targets(new: list[RunResult], old: list[RunResult]) -> str:
+    """The issue's targets for the defaults, each marked met or not."""
+    n = len(new)
+    test, old_test = sum(r.test for r in new) / n, sum(r.test for r in old) / len(old)
+    calls, old_calls = sum(r.train_calls for r in new) / n, sum(r.train_calls for r in old) / len(old)
+    decided, accepted = sum(r.aa_decided for r in new), sum(r.aa_accepted for r in new)
+    aa = accepted / decided if decided else 0.0
+    checks = [
+        (f"test >= 94% of the ceiling ({test / world.CEILING:.1%})", test >= 0.94 * world.CEILING),
+        (f"no run stalls below {STALL} ({sum(r.test < STALL for r in new)}/{n})", all(r.test >= STALL for r in new)),
+        (f"no harmful rule in the best skill ({sum(r.harmful for r in new)}/{n})", not any(r.harmful for r in new)),
+        (f"target calls <= half of legacy ({calls:.0f} vs {old_calls / 2:.0f})", calls <= old_calls / 2),
+        (f"test accuracy >= legacy ({test:.3f} vs {old_test:.3f})", test >= old_test),
+        (f"A/A accepted <= 5% ({aa:.1%} of {decided})", aa <= 0.05),
+    ]
+    return "targets (defaults vs legacy): " + "; ".join(f"{text} {'met' if ok else 'NOT met'}" for text, ok in checks)
 
 
 if __name__ == "__main__":

@@ -107,8 +107,8 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> None:
             echo("")
             echo(score_table(summaries))
             echo("")
-            echo("2. Train them (skillopt-ci train): each step proposes edits; only those that beat the")
-            echo("   current skill on validation are kept.")
+            echo("2. Train them (skillopt-ci train): each step proposes edits; only those confirmed alone on")
+            echo("   the training failures they were proposed for, and not worse on validation, are kept.")
             echo("")
             for name in EXAMPLES:
                 train_example(config, runs, name, echo)

@@ -92,3 +92,7 @@ def _no_real_keys(monkeypatch):
 
 
 PYTHON = sys.executable
+
+# train: options that give the training gate of before the noise-robust defaults (a strict one-pass
+# "candidate mean > incumbent mean", no screening): for tests that pin that gate's decisions.
+LEGACY_TRAIN = {"sequential": False, "screen_edits_alone": False, "noninferior_after_screening": False}

@@ -6,7 +6,7 @@ import json
 
 from test_train import SKILL, train_project
 
-from conftest import run_cli
+from conftest import LEGACY_TRAIN, run_cli
 from skillopt_ci.core.credit import (
     attribute_credit,
     attribute_credit_confident,
@@ -116,7 +116,8 @@ def two_edits(request):
 
 def test_training_keeps_only_the_edit_that_helps(tmp_path):
     with ScriptedModelServer(two_edits) as server:
-        project = train_project(tmp_path / "p", server.openai_base_url, train={"epochs": 1, "slow_update": False})
+        project = train_project(tmp_path / "p", server.openai_base_url, train={"epochs": 1, "slow_update": False,
+                                                                            **LEGACY_TRAIN})
         res = run_cli("train", "--skill", "ticket-triage", "--out", str(tmp_path / "run"), "--quiet", cwd=project)
         assert res.code == 0, res.err
     state = TrainState.load(tmp_path / "run")

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import LEGACY_TRAIN
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.engine.evaluation import EvalRequest, run_eval
 from skillopt_ci.engine.rundir import RunDir
@@ -26,6 +27,7 @@ from skillopt_ci.testing.noisy_world import (
     SEED_SKILL,
     SKILL_NAME,
     TARGET_MODEL,
+    USELESS_RULES,
     NoisyModels,
     NoisyOptimizer,
     NoisyTarget,
@@ -40,6 +42,7 @@ from skillopt_ci.testing.server import ScriptedModelServer
 from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.train.optimizer import OptimizerBuffer, ReflectionContext, read_proposal
 from skillopt_ci.train.optimizer.reflect import FAILURE, reflection_messages
+from skillopt_ci.train.state import TrainState
 
 
 def system_of(skill_text: str) -> str:
@@ -145,11 +148,21 @@ def test_with_every_failed_kind_ruled_the_optimizer_proposes_a_change_of_no_effe
     assert effect(perfect_skill() + edits[0]["text"] + "\n") == effect(perfect_skill())
 
 
+def short_run(tmp_path: Path, policy: TrainPolicy):
+    files = write_world(tmp_path, seed=0)
+    with ScriptedModelServer(NoisyModels()) as server:
+        config = world_config(server.openai_base_url, tmp_path, files, policy, concurrency=1)
+        outcome = run_training(config, TrainRequest(skill=SKILL_NAME, out=tmp_path / "run"), log=lambda line: None,
+                               session_options={"show_progress": False})
+    return outcome
+
+
 def test_one_short_training_run_on_the_world_through_the_openai_sdk(tmp_path: Path):
     files = write_world(tmp_path, seed=0)
     models = NoisyModels()
     with ScriptedModelServer(models) as server:
-        config = world_config(server.openai_base_url, tmp_path, files, TrainPolicy(epochs=1, seed=0), concurrency=1)
+        config = world_config(server.openai_base_url, tmp_path, files, TrainPolicy(epochs=1, seed=0, **LEGACY_TRAIN),
+                              concurrency=1)
         outcome = run_training(config, TrainRequest(skill=SKILL_NAME, out=tmp_path / "run"), log=lambda line: None,
                                session_options={"show_progress": False})
         calls = list(server.calls)
@@ -158,10 +171,21 @@ def test_one_short_training_run_on_the_world_through_the_openai_sdk(tmp_path: Pa
     assert summary.steps_accepted + summary.steps_rejected + summary.steps_skipped == 7
     assert {c.request.protocol for c in calls} == {"openai"}
     assert {c.request.model for c in calls} == {TARGET_MODEL, OPTIMIZER_MODEL}
-    # today's training learns every kind's rule in one epoch, and lets a harmful rule ride in
+    # the legacy gate learns every kind's rule in one epoch, and lets a harmful rule ride in
     assert (summary.steps_accepted, effect(outcome.best_text).ruled) == (6, frozenset(CATEGORIES))
     assert harmful_in(outcome.best_text) == ["Never ask the customer for identifying details."]
     assert summary.test is not None and summary.test.trained == 0.8
+
+
+def test_the_defaults_confirm_each_rule_and_keep_the_harmful_one_out(tmp_path: Path):
+    """Same world and seed, two epochs: every kind gets its rule, no harmful rule gets in (the
+    legacy gate let one in), and the useless rules are screened out before validation."""
+    outcome = short_run(tmp_path, TrainPolicy(epochs=2, seed=0))
+    assert effect(outcome.best_text).ruled == frozenset(CATEGORIES)
+    assert harmful_in(outcome.best_text) == [] and effect(outcome.best_text) == effect(perfect_skill())
+    assert outcome.summary.cancelled_rollouts == 0  # nothing was cut off in flight
+    dropped = [e for r in TrainState.load(tmp_path / "run").history if r.screen for e in r.screen.dropped]
+    assert {e.edit.text.removeprefix("- ") for e in dropped} & set(USELESS_RULES)
 
 
 def test_an_eval_with_repeats_draws_real_samples_and_the_cache_keeps_them(tmp_path: Path):

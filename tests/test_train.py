@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli, write_project
+from conftest import LEGACY_TRAIN, run_cli, write_project
 from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.testing import Fault, ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
@@ -72,7 +72,7 @@ def test_training_raises_validation_and_writes_the_run(tmp_path, sim):
     step = next(r for r in history if r["decision"] == "accepted")
     for key in ("batch", "rollout", "proposals", "merged", "selected", "applied", "spend", "reason"):
         assert key in step, key
-    assert set(step["spend"]) == {"rollout", "reflect", "validation"}
+    assert set(step["spend"]) == {"rollout", "reflect", "screening", "validation"}
     assert (run / "steps" / step["step"] / "candidate.diff").read_text().startswith("--- current")
     report = (run / "report.md").read_text()
     assert "## Accepted edits" in report and "| val |" in report
@@ -95,7 +95,7 @@ def test_rerun_of_a_finished_run_changes_nothing(tmp_path, sim):
 def test_early_stopping_makes_the_same_decisions_with_fewer_rollouts(tmp_path, sim):
     runs = {}
     for early in (True, False):
-        project = train_project(tmp_path / f"p{early}", sim.openai_base_url, train={"early_stop": early},
+        project = train_project(tmp_path / f"p{early}", sim.openai_base_url, train={"early_stop": early, **LEGACY_TRAIN},
                                 cache={"mode": "off"})
         before = sim.call_count
         assert train(project, tmp_path / f"run{early}").code == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LEGACY_TRAIN
 from skillopt_ci.core.compare import ComparePolicy
 from skillopt_ci.core.edits import Edit, EditCaps
 from skillopt_ci.core.skill import load_skill
@@ -49,7 +50,7 @@ class Parts:
         return Version(0, self.skill.hash, None, "baseline", outcome.summary.mean, "versions/v000/val")
 
     def gate(self, **policy) -> ValidationGate:
-        return ValidationGate(self.evaluator, self.suite.tasks("val"), 1, TrainPolicy(**policy),
+        return ValidationGate(self.evaluator, self.suite.tasks("val"), 1, TrainPolicy(**{**LEGACY_TRAIN, **policy}),
                               ComparePolicy.from_gate(self.session.config.gate, margin=0.0),
                               lambda v: RunDir(self.dir / v.val_dir).load_results())
 
@@ -73,6 +74,23 @@ def test_evaluator_returns_an_evaluation_its_own_callback_stopped_whatever_the_m
     outcome = parts.evaluator.evaluate(parts.skill.text, "val", "out", stop_when=stop)
     assert stop.fired and not outcome.summary.complete and outcome.results == []
     assert outcome.summary.stopped == "any words at all"
+
+
+def test_rollouts_in_flight_when_early_stopping_fires_are_counted_as_cancelled(parts):
+    """Every worker is waiting on the model when the first result stops the run: the others' calls
+    were sent (a provider bills them) and are counted, though no result of theirs is kept."""
+    parts.server.latency = 0.3
+    concurrency = parts.session.pool.config.concurrency
+    tasks = parts.suite.tasks("val")
+    assert len(tasks) >= concurrency > 1
+    stop = EarlyStop(lambda results: "enough" if results else None)
+    outcome = parts.evaluator.evaluate(parts.skill.text, "val", "out", stop_when=stop)
+    assert stop.fired and len(outcome.results) == 1
+    assert outcome.cancelled == concurrency - 1
+    assert parts.evaluator.cancelled == concurrency - 1
+    meter = BudgetMeter(parts.session, Budgets(), cancelled=lambda: parts.evaluator.cancelled)
+    meter.start(Spend(cancelled_rollouts=2))
+    assert meter.spent().cancelled_rollouts == concurrency + 1
 
 
 def test_meter_counts_what_earlier_processes_spent(parts):

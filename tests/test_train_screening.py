@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_train import SKILL, kill_and_resume, train_project
 
-from conftest import run_cli
+from conftest import LEGACY_TRAIN, run_cli
 from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.testing.triage import TriagePolicy
@@ -77,7 +77,7 @@ def test_a_failure_is_fixed_when_its_score_rises_and_a_success_broken_when_it_fa
 
 def test_screening_rejects_a_candidate_that_fixes_nothing_without_validation(tmp_path):
     policy = optimizer([USELESS_EDIT])
-    state, out, project, calls = run(tmp_path, "screened", policy, {"screening": True})
+    state, out, project, calls = run(tmp_path, "screened", policy, {**LEGACY_TRAIN, "screening": True})
     n_val = len(val_inputs(project))
     assert calls == n_val  # the baseline's validation, nothing more
     steps = [r for r in state.history if r.decision is not None]
@@ -90,7 +90,7 @@ def test_screening_rejects_a_candidate_that_fixes_nothing_without_validation(tmp
     history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     assert history[0]["screen"]["reason"] == first.reason
     # Without screening the same useless candidates are validated.
-    plain, _, _, unscreened = run(tmp_path, "unscreened", policy, {})
+    plain, _, _, unscreened = run(tmp_path, "unscreened", policy, LEGACY_TRAIN)
     assert unscreened > n_val
     assert all(r.screen is None and set(r.outcome.spend) <= {"rollout", "reflect", "validation"}
                for r in plain.history)  # options off: today's records
@@ -99,14 +99,17 @@ def test_screening_rejects_a_candidate_that_fixes_nothing_without_validation(tmp
 def test_screen_edits_alone_removes_a_harmful_edit_bundled_with_a_good_one(tmp_path):
     policy = optimizer([GOOD_EDIT, HARMFUL_EDIT])
     options = {"batch_size": 18, "credit_assignment": False}
-    state, out, project, _ = run(tmp_path, "alone", policy, {**options, "screen_edits_alone": True})
+    state, out, project, _ = run(tmp_path, "alone", policy, options)  # the defaults screen each edit alone
     step = state.history[0]
     assert step.decision is Decision.ACCEPTED, step.reason
     assert [e.edit.text for e in step.screen.dropped] == [HARMFUL]
     dropped = step.screen.dropped[0]
-    assert dropped.reason.startswith("screened out alone: fixed 0 of") and dropped.failures
+    assert dropped.reason.startswith("screened out alone: fixed none of") and dropped.failures
     kept = next(e for e in step.screen.edits if e.kept)
     assert kept.edit.text == BUG_RULE and kept.fixed >= 1
+    # confirmed against the current skill on the failures it fixed, side by side
+    assert kept.confirmed is not None and kept.confirmed[0] - kept.confirmed[1] >= 2
+    assert "beat the incumbent in" in kept.reason and step.screen.confirmed
     assert "1 of 2 edits screened out alone" in step.reason
     best = (out / "best_skill.md").read_text()
     assert BUG_RULE in best and HARMFUL not in best
@@ -119,14 +122,14 @@ def test_screen_edits_alone_removes_a_harmful_edit_bundled_with_a_good_one(tmp_p
     report = (out / "report.md").read_text()
     assert "## Edits left out before a decision" in report and dropped.reason.split(":")[0] in report
     # Without it, the harmful rule rides in with the good one (the bundle beats the incumbent).
-    _, plain, _, _ = run(tmp_path, "bundled", policy, options)
+    _, plain, _, _ = run(tmp_path, "bundled", policy, {**options, **LEGACY_TRAIN})
     assert HARMFUL in (plain / "best_skill.md").read_text()
     assert (project / SKILL).read_text() != best
 
 
 def noisy_run(tmp_path: Path, name: str, seed: int, confidence: float | None) -> TrainState:
     policy = optimizer([USELESS_EDIT, GOOD_EDIT], target=TriagePolicy(flip=0.2, seed=seed))
-    train = {"batch_size": 18, "repeats": 2, "credit_confidence": confidence}
+    train = {"batch_size": 18, "repeats": 2, "credit_confidence": confidence, **LEGACY_TRAIN}
     state, _, _, _ = run(tmp_path, name, policy, train, concurrency=1)  # one at a time: the noise is repeatable
     return state
 

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 from test_train import kill_and_resume, train, train_project
 
+from conftest import LEGACY_TRAIN
 from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.testing.triage import REFERENCE_SKILL, parse_rules, triage
 from skillopt_ci.train.history import Decision, stable_history
 from skillopt_ci.train.state import TrainState
 
-HONEST = {"honest_incumbent": True}
-SEQUENTIAL = {"honest_incumbent": True, "sequential": True, "sequential_alpha": 0.05, "sequential_max_rounds": 3}
+HONEST = {**LEGACY_TRAIN, "honest_incumbent": True}
+SEQUENTIAL = {**LEGACY_TRAIN, "honest_incumbent": True, "sequential": True, "sequential_alpha": 0.05, "sequential_max_rounds": 3}
 REASON = re.compile(r"^(accepted|rejected): [+-]\d\.\d{3}( \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\])? paired over \d+ tasks, "
                     r"\d rounds? \([^;]+; (paired|sequential), alpha 0\.05\)$")
 
@@ -80,7 +81,7 @@ def lucky_run(tmp_path: Path, name: str, options: dict) -> TrainState:
 
 
 def test_a_lucky_baseline_stalls_today_and_not_with_an_honest_incumbent(tmp_path):
-    today = lucky_run(tmp_path, "today", {})
+    today = lucky_run(tmp_path, "today", LEGACY_TRAIN)
     assert today.versions[0].val_mean == 1.0  # the lucky pass: nothing can beat it with a strict ">"
     assert len(today.versions) == 1
     assert all(r.decision is not Decision.ACCEPTED for r in today.history)

@@ -285,7 +285,9 @@ def test_training_report_shows_the_numbers_the_chart_and_each_steps_diff(browser
         assert accepted["step"] in detail.locator("h3").inner_text() and "accepted" in detail.inner_text()
         added = detail.locator("pre.diff .add").all_inner_texts()
         assert added, "an accepted step adds lines"
-        applied = [o["edit"]["text"] for o in accepted["applied"] if o["status"] == "applied" and o["edit"]["text"]]
+        screened_out = {e["edit"]["text"] for e in (accepted.get("screen") or {}).get("edits", []) if not e["kept"]}
+        applied = [o["edit"]["text"] for o in accepted["applied"]
+                   if o["status"] == "applied" and o["edit"]["text"] and o["edit"]["text"] not in screened_out]
         assert any(applied[0].splitlines()[0] in line for line in added)
         assert accepted["reason"] in detail.inner_text()
         assert detail.locator("table.apply-report tbody tr").count() == len(accepted["applied"])

@@ -108,6 +108,24 @@ def look(candidate: Samples, incumbent: Samples, task_ids: Sequence[str], *, alp
     return Look("continue", delta, lower, upper, len(deltas), p, "undecided")
 
 
+def look_noninferior(candidate: Samples, incumbent: Samples, task_ids: Sequence[str], *, alpha: float) -> Look:
+    """Accept unless the candidate is significantly worse: rejected only when the one-sided upper
+    bound of the mean delta (at ``1 - alpha``) is below 0 *and* the exact paired sign-flip test
+    finds the loss significant at ``alpha``. For a candidate whose gain was already shown
+    elsewhere (each edit confirmed in screening), so validation guards against harm and
+    overfitting instead of having to show the gain again on tasks most of which it does not touch."""
+    deltas = paired_deltas(candidate, incumbent, task_ids)
+    b = bounds(deltas, alpha)
+    if b is None:
+        return Look("reject", fmean(deltas) if deltas else None, None, None, len(deltas), None,
+                    "fewer than 2 tasks measured on both sides")
+    delta, (lower, upper) = fmean(deltas), b
+    p = signflip_test(deltas) / 2 if above(0.0, delta) else 1.0
+    if above(0.0, upper) and p <= alpha:
+        return Look("reject", delta, lower, upper, len(deltas), p, "significantly worse")
+    return Look("accept", delta, lower, upper, len(deltas), p, "no significant loss")
+
+
 def fresh_offset(step_id: str, role: str, round_no: int) -> int:
     """A sample offset for ``role``'s samples in ``round_no`` of ``step_id``: deterministic from
     the step (so a resumed step draws the same samples) and far from offset 0, which a version's

@@ -88,6 +88,9 @@ class EvalOutcome:
     summary: EvalSummary
     results: list[TaskResult]
     run_dir: Path
+    # Rollouts that were in flight when ``stop_when`` stopped the run and were cancelled: their
+    # model calls may already have been sent (and billed), but no result was kept.
+    cancelled: int = 0
 
 
 def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float) -> str | None:
@@ -202,7 +205,8 @@ async def evaluate(
         loop.workers += [asyncio.ensure_future(loop.work()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
     await loop.join()
     summary = _summary(plan, latest, model, clock() - started, loop.stop)
-    return EvalOutcome(summary=summary, results=_in_plan_order(plan, latest), run_dir=run.path)
+    return EvalOutcome(summary=summary, results=_in_plan_order(plan, latest), run_dir=run.path,
+                       cancelled=loop.cancelled)
 
 
 @dataclass
@@ -229,6 +233,8 @@ class _Workers:
     failures: int = 0
     stop: list[str] = field(default_factory=list)
     workers: list[asyncio.Future[None]] = field(default_factory=list)
+    in_flight: int = 0  # rollouts started and not yet recorded
+    cancelled: int = 0  # rollouts in flight when stop_when stopped the run
 
     def halt_others(self) -> None:
         current = asyncio.current_task()
@@ -248,8 +254,12 @@ class _Workers:
             prompt = self.prompts.get(task.id)
             if prompt is None:
                 prompt = self.prompts[task.id] = self.plan.suite.render_prompt(task)
-            result = await rollout(self.plan, task, repeat, prompt, self.pool, self.scorer, self.environment,
-                                   self.run.path)
+            self.in_flight += 1
+            try:
+                result = await rollout(self.plan, task, repeat, prompt, self.pool, self.scorer, self.environment,
+                                       self.run.path)
+            finally:
+                self.in_flight -= 1
             if self.record(task, repeat, result):
                 return
 
@@ -266,6 +276,7 @@ class _Workers:
                                  hint=_abort_hint(self.pool, self.latest.values(), _kept(self.run, self.latest.values())))
         if self.stop_when is not None and not self.stop and (reason := self.stop_when(self.latest)):
             self.stop.append(reason)
+            self.cancelled = self.in_flight
             self.halt_others()
             return True
         return False

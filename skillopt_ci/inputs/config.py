@@ -147,11 +147,12 @@ class TrainPolicy:
     seed: int = 0
     labels: tuple[str, ...] = ("skillopt", "automated")
     honest_incumbent: bool = False
-    sequential: bool = False
+    sequential: bool = True
     sequential_alpha: float = 0.05
     sequential_max_rounds: int = 4
     screening: bool = False
-    screen_edits_alone: bool = False
+    screen_edits_alone: bool = True
+    noninferior_after_screening: bool = True
     credit_confidence: float | None = None
 
     @classmethod

@@ -56,6 +56,7 @@ class BudgetMeter:
     clock: Callable[[], float] = time.monotonic
     before: Spend = field(default_factory=Spend)
     started: float = field(default=0.0, init=False)
+    cancelled: Callable[[], int] = lambda: 0  # this process's cancelled rollouts (the evaluator's count)
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -72,6 +73,7 @@ class BudgetMeter:
             cost_usd=round(base.cost_usd + pool.cost_usd, 6),
             cost_known=base.cost_known and pool.cost_known,
             wall_time_s=round(base.wall_time_s + self.clock() - self.started, 3),
+            cancelled_rollouts=base.cancelled_rollouts + self.cancelled(),
         )
 
     def remaining(self) -> Budgets:
@@ -115,6 +117,7 @@ class StageEvaluator:
     repeats: int
     remaining: Callable[[], Budgets]
     parent: Skill | None = None
+    cancelled: int = 0  # rollouts cancelled in flight by early stopping, in this process
 
     def candidate(self, text: str) -> Skill:
         """The skill ``text`` stands for in this run (what is evaluated and versioned)."""
@@ -131,6 +134,7 @@ class StageEvaluator:
             plan = replace(plan, tasks=tasks)
         outcome = self.session.evaluate(plan, self.run_dir / out, budgets=self.remaining(), stop_when=stop_when,
                                         label=label or f"{self.skill_name} {out}")
+        self.cancelled += outcome.cancelled
         if not outcome.summary.complete and not (stop_when is not None and stop_when.fired):
             raise BudgetExhausted(outcome.summary.stopped or "")
         return outcome

@@ -24,7 +24,14 @@ from enum import Enum
 from skillopt_ci.core.compare import ComparePolicy, compare_results
 from skillopt_ci.core.early_stop import accepts, cannot_win
 from skillopt_ci.core.records import TaskResult
-from skillopt_ci.core.sequential import Samples, fresh_offset, merge, task_means, validate
+from skillopt_ci.core.sequential import (
+    Samples,
+    fresh_offset,
+    look_noninferior,
+    merge,
+    task_means,
+    validate,
+)
 from skillopt_ci.core.sequential import reason as sequential_reason
 from skillopt_ci.core.task import Task
 from skillopt_ci.inputs.config import TrainPolicy
@@ -81,9 +88,12 @@ class ValidationGate:
         return self.policy.honest_incumbent or self.policy.sequential
 
     def judge(self, incumbent: Version, candidate_text: str, step_id: str,
-              samples: Samples | None = None) -> GateResult:
+              samples: Samples | None = None, *, confirmed: bool = False) -> GateResult:
         """Score ``candidate_text`` on validation (into ``steps/<step_id>/val``) against ``incumbent``
-        (``samples``: the incumbent's samples so far, for the paired gate)."""
+        (``samples``: the incumbent's samples so far, for the paired gate; ``confirmed``: every
+        edit of the candidate was confirmed alone in screening)."""
+        if confirmed and self.policy.noninferior_after_screening:
+            return self.judge_noninferior(incumbent, candidate_text, step_id, samples)
         if self.paired:
             return self.judge_paired(incumbent, candidate_text, step_id, samples)
         base = self.incumbent_results(incumbent)
@@ -109,6 +119,23 @@ class ValidationGate:
         return GateResult(Verdict.ACCEPTED, reason, comparison.head_mean, incumbent.val_mean, comparison.delta,
                           comparison.ci, results=tuple(outcome.results))
 
+
+    def judge_noninferior(self, incumbent: Version, candidate_text: str, step_id: str,
+                          samples: Samples | None) -> GateResult:
+        """One pass of the candidate, accepted unless significantly worse than the incumbent
+        (:func:`skillopt_ci.core.sequential.look_noninferior`)."""
+        ids = [t.id for t in self.val_tasks]
+        inc = merge(samples, {}) if samples else as_samples(self.incumbent_results(incumbent))
+        first = self.evaluator.evaluate(candidate_text, "val", f"steps/{step_id}/val", label=f"{step_id} val")
+        cand = as_samples(first.results)
+        alpha = self.policy.sequential_alpha
+        look = look_noninferior(cand, inc, ids, alpha=alpha)
+        reason = sequential_reason(look, rounds_used=1, mode="edits confirmed in screening; non-inferiority",
+                                   alpha=alpha)
+        verdict = Verdict.ACCEPTED if look.verdict == "accept" else Verdict.REJECTED
+        ci = None if look.lower is None or look.upper is None else (look.lower, look.upper)
+        return GateResult(verdict, reason, mean_of(cand, ids), mean_of(inc, ids), look.delta, ci,
+                          results=tuple(first.results), candidate_samples=cand, incumbent_samples=inc)
 
     def judge_paired(self, incumbent: Version, candidate_text: str, step_id: str,
                      samples: Samples | None) -> GateResult:

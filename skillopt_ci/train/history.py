@@ -123,15 +123,22 @@ class ScreenedEdit:
     broken: int
     kept: bool
     reason: str
+    # The confirmation runs on the tasks it fixed: improvements and non-improvements (None: not run).
+    confirmed: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"edit": self.edit.to_dict(), "failures": list(self.failures), "fixed": self.fixed,
-                "broken": self.broken, "kept": self.kept, "reason": self.reason}
+        out = {"edit": self.edit.to_dict(), "failures": list(self.failures), "fixed": self.fixed,
+               "broken": self.broken, "kept": self.kept, "reason": self.reason}
+        if self.confirmed is not None:
+            out["confirmed"] = list(self.confirmed)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScreenedEdit:
+        confirmed = data.get("confirmed")
         return cls(Edit.from_dict(dict(data["edit"])), tuple(data["failures"]), int(data["fixed"]),
-                   int(data["broken"]), bool(data["kept"]), str(data["reason"]))
+                   int(data["broken"]), bool(data["kept"]), str(data["reason"]),
+                   None if confirmed is None else (int(confirmed[0]), int(confirmed[1])))
 
 
 @dataclass(frozen=True)
@@ -148,21 +155,33 @@ class ScreenNote:
     edits: tuple[ScreenedEdit, ...]
     passed: bool
     reason: str
+    # The failures that failed again when the incumbent was re-run on them (None: no control run).
+    recurred: tuple[str, ...] | None = None
 
     @property
     def dropped(self) -> list[ScreenedEdit]:
         return [e for e in self.edits if not e.kept]
 
+    @property
+    def confirmed(self) -> bool:
+        """Every kept edit was confirmed alone (so each carries its own evidence)."""
+        kept = [e for e in self.edits if e.kept]
+        return self.passed and bool(kept) and all(e.confirmed is not None for e in kept)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"failures": list(self.failures), "successes": list(self.successes),
-                "sample_offset": self.sample_offset, "fixed": self.fixed, "broken": self.broken,
-                "edits": [e.to_dict() for e in self.edits], "passed": self.passed, "reason": self.reason}
+        out = {"failures": list(self.failures), "successes": list(self.successes),
+               "sample_offset": self.sample_offset, "fixed": self.fixed, "broken": self.broken,
+               "edits": [e.to_dict() for e in self.edits], "passed": self.passed, "reason": self.reason}
+        if self.recurred is not None:
+            out["recurred"] = list(self.recurred)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScreenNote:
+        recurred = data.get("recurred")
         return cls(tuple(data["failures"]), tuple(data["successes"]), int(data["sample_offset"]), data["fixed"],
                    data["broken"], tuple(ScreenedEdit.from_dict(e) for e in data["edits"]), bool(data["passed"]),
-                   str(data["reason"]))
+                   str(data["reason"]), None if recurred is None else tuple(recurred))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from skillopt_ci.render.markdown import (
     neutralize_mentions,
 )
 from skillopt_ci.train.records import AcceptedEdit, SplitComparison, TrainingSummary
-from skillopt_ci.train.report import no_skill_lines
+from skillopt_ci.train.report import cancelled_line, no_skill_lines
 
 BODY_LIMIT = 65_536
 TITLE_LIMIT = 256
@@ -162,6 +162,8 @@ def run_section(summary: TrainingSummary, run_url: str | None, artifact_hint: st
         f"- Spent: {tokens:,} tokens ({s.input_tokens:,} in · {s.output_tokens:,} out) · "
         f"{fmt_cost(s.cost_usd)} · wall time {fmt_duration(s.wall_time_s)}",
     ]
+    if s.cancelled_rollouts:
+        lines.append(f"- {cancelled_line(s.cancelled_rollouts)}")
     if not s.complete:
         why = f" ({escape_inline(s.stopped, 120)})" if s.stopped else ""
         lines.append(f"- The run stopped early{why}: this is the best skill it found so far.")

@@ -113,6 +113,7 @@ class TrainingSummary:
     tokens_by_stage: dict[str, dict[str, Any]] = field(default_factory=dict)
     # --baseline none: per split ("val", "test"), core.baseline.SkillWorth.to_dict() of the best skill
     no_skill: dict[str, dict[str, Any]] | None = None
+    cancelled_rollouts: int = 0  # cut off in flight by early stopping (a provider may still bill them)
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items()}

@@ -39,7 +39,8 @@ def render_train_report(summary: TrainingSummary, state: TrainState) -> str:
               *[f"{line}  " for line in no_skill_lines(s)], *([""] if s.no_skill else []),
               f"Best is version {s.best_version} (also the final skill: every change is gated on validation). "
               f"Steps: {s.steps_accepted} accepted, {s.steps_rejected} rejected, {s.steps_skipped} skipped. "
-              f"Tokens {s.input_tokens + s.output_tokens:,}, cost {fmt_cost(s.cost_usd)}, {s.wall_time_s:.1f}s.", "",
+              f"Tokens {s.input_tokens + s.output_tokens:,}, cost {fmt_cost(s.cost_usd)}, {s.wall_time_s:.1f}s."
+              + (f" {cancelled_line(s.cancelled_rollouts)}." if s.cancelled_rollouts else ""), "",
               "## Steps", "", "| step | decision | validation (candidate → incumbent) | reason |",
               "| --- | --- | --- | --- |"]
     for p, record in zip(s.points[1:], state.history, strict=True):
@@ -79,3 +80,8 @@ def summary_table(summary: TrainingSummary) -> str:
     worth = "".join(f"\n{line}" for line in no_skill_lines(summary))
     return (f"{table}{worth}\n\nsteps: {s.steps_accepted} accepted, {s.steps_rejected} rejected, {s.steps_skipped} skipped"
             f" · tokens {s.input_tokens + s.output_tokens:,} · cost {fmt_cost(s.cost_usd)} · {s.wall_time_s:.1f}s")
+
+
+def cancelled_line(n: int) -> str:
+    """Rollouts early stopping cut off in flight: a provider may bill their calls all the same."""
+    return f"{n} rollout{'s' if n != 1 else ''} cancelled in flight by early stopping (calls may still be billed)"

@@ -6,15 +6,32 @@ validation, the candidate is re-run on those failures and on a few of the miniba
 only had by bad luck is not the candidate's to fix). A failure is *fixed* when its score rises
 above the rollout's, a success *broken* when its score falls below it. A candidate passes when it
 fixes at least one failure and breaks no more successes than it fixes; otherwise the step is
-rejected without validation.
+rejected without validation (``train.screening``).
 
-With ``screen_edits_alone``, a candidate of several edits first has each edit screened alone on
-the failures it was proposed for (plus the same successes), when that costs at most
-:data:`ALONE_COST_FACTOR` times the candidate's own screen; an edit that fixes none of its failures,
-or breaks more successes than it fixes, is dropped, and the candidate is rebuilt from the others
-(applied in order), so a harmful edit cannot ride in with a good one. An edit that cannot be
-applied alone (its anchor comes from another edit) is kept. An edit proposed only by success
-reflections has no failures to fix and is dropped only for breakage.
+``train.screen_edits_alone`` (the default) screens every edit on its own and confirms each fix
+against the incumbent, so a useless edit cannot pass on noise and a harmful edit cannot ride in
+with a good one:
+
+1. *Alone*: each edit is applied alone to the incumbent and run once on the failures of the
+   reflections that proposed it. It *fixes* a failure when it scores above the rollout there. An
+   edit that fixes nothing is dropped.
+2. *Confirmation*: each fixed task is re-run in rounds, the edit and the incumbent side by side at
+   the same fresh sample index; a round is a *win* when the edit scores above the incumbent. Per
+   task this is a sequential probability ratio test of "the edit wins here with probability 0.8"
+   against "0.2": each win multiplies the likelihood ratio by 4 and each non-win divides it by 4,
+   so a task is decided at a net of +2 wins (confirmed) or -2, within :data:`CONFIRM_ROUNDS`
+   rounds. The edit is kept as soon as one of its fixed tasks is confirmed, dropped when none can
+   be. The pairing matters: a failure that was noise (the incumbent usually gets it right) is
+   "fixed" by any edit, but the incumbent wins it back as often, so it is not confirmed (about 1
+   time in 100 where both sides are right 9 times in 10), while a real fix (0.9 against 0.1) is
+   confirmed about 86 times in 100 per task. The first round also re-runs three rollout successes
+   with the edit; an edit that breaks more of them than it fixed failures is dropped.
+
+The candidate is rebuilt from the kept edits (applied in order). An edit proposed only by success
+reflections has no failure to fix, and an edit that cannot be applied alone (its anchor comes from
+another edit) cannot be run alone: nothing can confirm either, so both are dropped. A step whose
+rollout had no failures is not screened (its edits come from success reflections); its candidate
+goes to validation, where, unconfirmed, it must beat the incumbent.
 
 Everything here is deterministic given the step, so a resumed step re-reads its screening runs
 from disk and decides the same.
@@ -22,19 +39,22 @@ from disk and decides the same.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from skillopt_ci.core.edits import Edit, EditCaps, apply_edits
 from skillopt_ci.core.records import task_scores
+from skillopt_ci.core.sequential import fresh_offset
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.history import ScreenedEdit, ScreenNote
 from skillopt_ci.train.propose import Proposed
 
 SUCCESSES = 3  # minibatch successes re-run to catch breakage
-ALONE_COST_FACTOR = 4  # screening edits alone may cost this many times the candidate's screen
-# (the default edit budget starts at 4 edits, each proposed for the whole failure group)
 SAMPLE_BASE = 1000  # screening sample indices start here, clear of the rollouts' (one per epoch)
+CONFIRM_NET = 2  # net improvements that decide the confirmation test (likelihood ratio 4**2 = 16)
+CONFIRM_ROUNDS = 4  # rounds of confirmation before an undecided edit is dropped
+
+Runner = Callable[..., dict[str, float]]  # (skill text, task ids, label[, sample offset]) -> score per task
 
 
 @dataclass(frozen=True)
@@ -101,50 +121,81 @@ class Screener:
         applied = tuple(proposed.applied)
         text = proposed.candidate_text or incumbent_text
 
-        def note(result: Count | None, edits: Sequence[ScreenedEdit], passed: bool, reason: str) -> ScreenNote:
-            return ScreenNote(failures, successes, offset, None if result is None else result.fixed,
-                              None if result is None else result.broken, tuple(edits), passed, reason)
-
-        if not failures:
-            return Screening(text, applied, note(None, (), True, "not screened: the rollout had no failures"))
-        before = dict(proposed.scores)
-
-        def run(candidate: str, tasks: Sequence[str], label: str) -> dict[str, float]:
+        def run(candidate: str, tasks: Sequence[str], label: str, at: int = offset) -> dict[str, float]:
             wanted = set(tasks)
             chosen = tuple(t for t in self.evaluator.suite.tasks("train") if t.id in wanted)
             outcome = self.evaluator.evaluate(candidate, "train", f"steps/{step_id}/screen/{label}",
-                                              sample_offset=offset, tasks=chosen, label=f"{step_id} screen {label}")
+                                              sample_offset=at, tasks=chosen, label=f"{step_id} screen {label}")
             return {s.task_id: s.mean for s in task_scores(outcome.results, list(tasks)) if s.mean is not None}
 
-        edits: list[ScreenedEdit] = []
-        cost = sum(len(proposed.sources(e)) + len(successes) for e in applied)
-        if self.alone and len(applied) > 1 and cost <= ALONE_COST_FACTOR * (len(failures) + len(successes)):
-            edits = [self._alone(incumbent_text, i, e, proposed.sources(e), successes, before, run)
-                     for i, e in enumerate(applied)]
-            kept = tuple(e.edit for e in edits if e.kept)
-            if len(kept) < len(applied):
-                text, outcomes = apply_edits(incumbent_text, kept, self.caps)
-                kept = tuple(o.edit for o in outcomes if o.applied)
-            if not kept:
-                return Screening(text, applied, note(None, edits, False, f"screened out: none of {len(applied)} "
-                                                     "edits alone fixed the training failures it was proposed for"))
-            applied = kept
-        if not self.candidate:
-            reason = (f"screening: kept {len(applied)} of {len(edits)} edits screened alone" if edits else
-                      "not screened: " + ("a single edit" if len(applied) < 2 else "screening each edit costs too much"))
-            return Screening(text, applied, note(None, edits, True, reason))
+        if not failures:
+            return Screening(text, applied, ScreenNote(failures, successes, offset, None, None, (), True,
+                                                       "not screened: the rollout had no failures"))
+        before = dict(proposed.scores)
+        if self.alone:
+            return self._controlled(step_id, offset, incumbent_text, proposed, applied, before, run)
         result = count(before, run(text, (*failures, *successes), "candidate"), failures, successes)
         verdict = "screening" if result.passes else "screened out"
-        return Screening(text, applied, note(result, edits, result.passes, f"{verdict}: {result.why()}"))
+        return Screening(text, applied, ScreenNote(failures, successes, offset, result.fixed, result.broken, (),
+                                                   result.passes, f"{verdict}: {result.why()}"))
 
-    def _alone(self, incumbent_text: str, index: int, edit: Edit, sources: tuple[str, ...], successes: Sequence[str],
-               before: Mapping[str, float], run) -> ScreenedEdit:  # type: ignore[no-untyped-def]
+    def _controlled(self, step_id: str, offset: int, incumbent_text: str, proposed: Proposed,
+                    applied: tuple[Edit, ...], before: Mapping[str, float], run: Runner) -> Screening:
+        """Each edit alone, then its confirmation against the incumbent (see the module docstring)."""
+        failures, successes = proposed.rollout.failures, proposed.successes[:SUCCESSES]
+
+        def note(edits: Sequence[ScreenedEdit], passed: bool, reason: str) -> ScreenNote:
+            kept = [e for e in edits if e.kept]
+            return ScreenNote(failures, successes, offset, sum(e.fixed for e in kept), sum(e.broken for e in kept),
+                              tuple(edits), passed, reason)
+
+        edits = [self._confirm_alone(step_id, incumbent_text, i, e, proposed, before, run)
+                 for i, e in enumerate(applied)]
+        kept = tuple(e.edit for e in edits if e.kept)
+        if not kept:
+            return Screening(incumbent_text, (), note(edits, False, f"screened out: none of {len(applied)} edits "
+                                                                    "alone confirmed a fix"))
+        text, outcomes = apply_edits(incumbent_text, kept, self.caps)
+        kept = tuple(o.edit for o in outcomes if o.applied)
+        return Screening(text, kept, note(edits, True, f"screening: {len(kept)} of {len(applied)} edits "
+                                                       "confirmed alone"))
+
+    def _confirm_alone(self, step_id: str, incumbent_text: str, index: int, edit: Edit, proposed: Proposed,
+                       before: Mapping[str, float], run: Runner) -> ScreenedEdit:
+        successes = proposed.successes[:SUCCESSES]
+        sources = proposed.sources(edit)
         text, outcomes = apply_edits(incumbent_text, [edit], self.caps)
         if not all(o.applied for o in outcomes):
-            return ScreenedEdit(edit, sources, 0, 0, True, "kept: cannot be applied alone")
-        result = count(before, run(text, (*sources, *successes), f"edit-{index}"), sources, successes)
-        if result.passes:
-            return ScreenedEdit(edit, sources, result.fixed, result.broken, True, f"kept: alone it {result.why()}")
-        return ScreenedEdit(edit, sources, result.fixed, result.broken, False,
-                            f"screened out alone: {result.why()}"
-                            + ("" if sources else " (proposed for no failure)"))
+            return ScreenedEdit(edit, sources, 0, 0, False, "screened out: cannot be applied alone")
+        if not sources:
+            return ScreenedEdit(edit, sources, 0, 0, False,
+                                "screened out: proposed for no failure, so nothing can confirm it")
+        after = run(text, sources, f"edit-{index}")
+        fixed = [t for t in sources if t in after and t in before and after[t] > before[t]]
+        if not fixed:
+            return ScreenedEdit(edit, sources, 0, 0, False, f"screened out alone: fixed none of {len(sources)} "
+                                                           "training failures")
+        net = dict.fromkeys(fixed, 0)  # per fixed task: paired wins minus non-wins so far
+        good = bad = broken = 0
+        for round_no in range(1, CONFIRM_ROUNDS + 1):
+            open_ = [t for t in fixed if abs(net[t]) < CONFIRM_NET]
+            at = fresh_offset(step_id, f"confirm-{index}", round_no)
+            again = run(text, (*open_, *successes) if round_no == 1 else open_, f"edit-{index}-confirm-{round_no}", at)
+            control = run(incumbent_text, open_, f"edit-{index}-control-{round_no}", at)
+            for t in (t for t in open_ if t in again and t in control):
+                win = again[t] > control[t]
+                net[t] += 1 if win else -1
+                good, bad = good + win, bad + (not win)
+            if round_no == 1:
+                broken = sum(1 for t in successes if t in again and t in before and again[t] < before[t])
+            if broken > len(fixed) or any(v >= CONFIRM_NET for v in net.values()) \
+                    or all(abs(v) >= CONFIRM_NET for v in net.values()):
+                break
+        confirmed = sum(1 for v in net.values() if v >= CONFIRM_NET)
+        done = (f"fixed {len(fixed)} of {len(sources)} training failures, confirmed {confirmed} "
+                f"(beat the incumbent in {good} of {good + bad} paired re-runs)")
+        if broken:
+            done += f", broke {broken} of {len(successes)} successes"
+        kept = confirmed > 0 and broken <= len(fixed)
+        return ScreenedEdit(edit, sources, len(fixed), broken, kept,
+                            f"{'kept' if kept else 'screened out'}: alone it {done}", (good, bad))

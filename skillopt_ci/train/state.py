@@ -55,13 +55,20 @@ class Spend:
     cost_usd: float = 0.0
     cost_known: bool = True
     wall_time_s: float = 0.0
+    # Rollouts cancelled in flight by early stopping (their calls may be billed; no result kept).
+    # Kept here, beside the spend, and never in the step history: a resumed run must record the
+    # same history as an uninterrupted one, and how many calls a kill cut off is not part of it.
+    cancelled_rollouts: int = 0
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if not self.cancelled_rollouts:  # a run that cancelled nothing writes what it always wrote
+            data.pop("cancelled_rollouts")
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Spend:

@@ -109,5 +109,5 @@ def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
         input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
         cost_usd=spent.cost_usd if spent.cost_known else None, wall_time_s=spent.wall_time_s,
         improved=improved, complete=state.phase == "done", stopped=state.stopped, run_dir=str(trainer.dir),
-        tokens_by_stage=stages, no_skill=_no_skill(trainer, state),
+        tokens_by_stage=stages, no_skill=_no_skill(trainer, state), cancelled_rollouts=spent.cancelled_rollouts,
     )

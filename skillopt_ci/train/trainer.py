@@ -93,6 +93,7 @@ class Trainer:
         self.meter = BudgetMeter(session, budgets, clock)
         self.evaluator = StageEvaluator(session, suite, entry.name, run_dir, repeats, self.meter.remaining,
                                         parent=skill)
+        self.meter.cancelled = lambda: self.evaluator.cancelled
         self.proposer = EditProposer(self.evaluator, session, self.caps, policy.group_size,
                                      policy.max_edits_per_reflection, self.meter.reading)
         self.gate = ValidationGate(self.evaluator, val_tasks, repeats, policy,
@@ -203,12 +204,15 @@ class Trainer:
             candidate_text, applied = screen.text, list(screen.applied)
         write_atomic(step_dir / "candidate.md", candidate_text)
         write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, candidate_text))
-        result = self.gate.judge(state.current, candidate_text, record.step, state.val_samples.get(state.incumbent))
+        confirmed = record.screen is not None and record.screen.confirmed
+        result = self.gate.judge(state.current, candidate_text, record.step, state.val_samples.get(state.incumbent),
+                                 confirmed=confirmed)
         if record.screen is not None and record.screen.dropped:
             result = replace(result, reason=f"{result.reason}; {len(record.screen.dropped)} of "
                                             f"{len(record.screen.edits)} edits screened out alone")
         val_dir = f"steps/{record.step}/val"
-        if result.accepted and self.policy.credit_assignment and len(applied) > 1:
+        # Edits confirmed one by one in screening each carry their own evidence: no leave-one-out.
+        if result.accepted and self.policy.credit_assignment and len(applied) > 1 and not confirmed:
             credit = self.credit.assign(record.step, incumbent_text, applied, self.val_results(state.current),
                                         result.results)
             note = CreditNote.from_dict(credit.to_dict())
@@ -259,7 +263,7 @@ class Trainer:
         record = replace(record, outcome=outcome)
         self.write_step(record)
         state.history.append(record)
-        self.log(f"{record.step}: {decision.value} — {reason}")
+        self.log(f"{record.step}: {decision.value} — {reason.removeprefix(decision.value + ': ')}")
         return record
 
     def do_epoch_end(self, state: TrainState) -> None:

@@ -173,8 +173,13 @@ def _train(b: _Builder, run: Path) -> dict[str, Any]:
                               skill_key=key if part == "val" else incumbent, step=step)
             if ev:
                 evaluations.append(ev)
-        for trial in sorted((run / "steps" / step / "credit").glob("*")):  # credit assignment's trials
-            ev = b.evaluation(trial, f"steps/{step}/credit/{trial.name}", f"{step} credit: {trial.name}", step=step)
+        # screening's runs, credit assignment's trials, and the paired gate's further rounds
+        extra = [(d, f"{part}/{d.name}", f"{what}: {d.name}") for part, what in (("screen", "screening"), ("credit", "credit"))
+                 for d in sorted((run / "steps" / step / part).glob("*"))]
+        extra += [(d, d.name, f"validation {d.name.removeprefix('val-')}")
+                  for d in sorted((run / "steps" / step).glob("val-*"))]
+        for path, rel, label in extra:
+            ev = b.evaluation(path, f"steps/{step}/{rel}", f"{step} {label}", step=step)
             if ev:
                 evaluations.append(ev)
     for test_dir in sorted((run / "versions").glob("v*/test")):
