@@ -7,6 +7,7 @@ Layout of an eval run::
     results.jsonl   one line per task × repeat, appended as each one finishes
     summary.json    written atomically at the end
     report.md       written atomically at the end
+    batches.jsonl   eval --batch: each batch submitted to a provider, and when it was collected
     .lock           the writer's lock (see :mod:`skillopt_ci.engine.runlock`)
 
 Every file is either complete or absent: JSON files are written to a temporary name and renamed;
@@ -36,6 +37,7 @@ from skillopt_ci.inputs.writable import write_json_atomic as write_json_atomic
 
 MANIFEST = "run.json"
 RESULTS = "results.jsonl"
+BATCHES = "batches.jsonl"
 # Manifest keys that follow from the others (and that older run directories lack): not compared
 # on resume.
 DERIVED = ("created_at", "split_task_ids")
@@ -157,8 +159,9 @@ class RunDir:
 
     def discard(self) -> bool:
         """Remove the directory if this process created it (an aborted run with nothing worth
-        resuming). Returns whether it was removed."""
-        if self.created:
+        resuming). Returns whether it was removed. A run that submitted a provider batch is kept:
+        resuming it polls that batch instead of paying for it again."""
+        if self.created and not (self.path / BATCHES).exists():
             shutil.rmtree(self.path, ignore_errors=True)
             return True
         return False

@@ -285,6 +285,8 @@ def eval_flow(ctx: Context) -> int:
     failed: list[str] = []
     worth_lines: list[str] = []  # "what the skill adds" lines (input baseline: none)
     options = {**ctx.session_options, "estimate_runs": 2} if s.baseline else ctx.session_options
+    if s.batch:  # input batch: at the batch price, answered within the providers' 24-hour window
+        options = {**options, "batch": True}
     with EvalSession(config, **options) as session:
         for entry in entries:
             skill = load_skill(entry.path, display=entry.name)

@@ -54,6 +54,7 @@ class ActionSettings:
     comment: bool = True
     fail: bool = True
     baseline: bool = False  # input baseline: none — also show each skill's score with no skill
+    batch: bool = False  # input batch: the scheduled eval goes through the providers' batch APIs
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     event: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -154,6 +155,7 @@ def settings_from_env(env: Mapping[str, str]) -> ActionSettings:
         comment=_flag(env, "SKILLOPT_COMMENT", True),
         fail=_flag(env, "SKILLOPT_FAIL", True),
         baseline=baseline == "none",
+        batch=_flag(env, "SKILLOPT_BATCH", False),
         retry=RetryPolicy(attempts=int(_number(env, "SKILLOPT_GITHUB_ATTEMPTS", 3, minimum=1, integer=True)),
                           backoff=_number(env, "SKILLOPT_GITHUB_BACKOFF", 2.0, minimum=0, integer=False)),
         event=event,
