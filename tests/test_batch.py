@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from batch_helpers import KEYS, batch_project, journal, results, summary
+
 from conftest import run_cli
 from skillopt_ci.models.pricing import price_for
 from skillopt_ci.testing import Fault

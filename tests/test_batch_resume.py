@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-
 from batch_helpers import KEYS, batch_project, journal, summary
+
 from conftest import run_cli
 
 pytestmark = pytest.mark.slow
