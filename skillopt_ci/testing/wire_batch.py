@@ -142,7 +142,7 @@ class BatchStore:
     def _openai_object(self, batch: _Batch) -> dict[str, Any]:
         self._finish(batch)
         ok = sum(1 for _, r in batch.lines if r.status == 200 and r.body is not None)
-        status = ("failed" if batch.failed else "cancelled" if batch.cancelled and not batch.ended
+        status = ("failed" if batch.failed else "cancelled" if batch.cancelled and batch.ended
                   else "completed" if batch.ended else "in_progress")
         created = int(time.time())
         return {
