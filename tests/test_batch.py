@@ -139,3 +139,14 @@ def test_the_price_table_knows_the_batch_price():
     own = {"mine": {"input": 2.0, "output": 4.0}, "theirs": {"input": 2.0, "output": 4.0, "batch_input": 1.5}}
     assert price_for("mine", own, batch=True) == (1.0, 2.0)
     assert price_for("theirs", own, batch=True) == (1.5, 2.0)
+
+
+def test_a_batch_whose_every_line_failed_aborts_like_a_synchronous_run(tmp_path, server):
+    project = batch_project(tmp_path / "proj", server)
+    server.fault_plan = lambda request: Fault.status(400, "Scripted refusal.")
+    run = tmp_path / "run"
+    res = run_cli("eval", "ticket-triage", "--out", str(run), "--batch", "--quiet", cwd=project, env=KEYS)
+    assert res.code == 3
+    assert "aborted after 10 of 10 rollouts failed (10 bad_request)" in res.err
+    # The batch was collected, nothing was measured: nothing to resume, so nothing is kept.
+    assert "no run directory is kept" in res.err and not run.exists()

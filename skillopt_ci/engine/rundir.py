@@ -34,6 +34,7 @@ from skillopt_ci.engine.runlock import LOCK, created_by_lock
 # no engine module; re-exported here for the run directory's callers.
 from skillopt_ci.inputs.writable import write_atomic as write_atomic
 from skillopt_ci.inputs.writable import write_json_atomic as write_json_atomic
+from skillopt_ci.models.batch import BatchJournal
 
 MANIFEST = "run.json"
 RESULTS = "results.jsonl"
@@ -159,9 +160,9 @@ class RunDir:
 
     def discard(self) -> bool:
         """Remove the directory if this process created it (an aborted run with nothing worth
-        resuming). Returns whether it was removed. A run that submitted a provider batch is kept:
+        resuming). Returns whether it was removed. A run waiting on a provider batch is kept:
         resuming it polls that batch instead of paying for it again."""
-        if self.created and not (self.path / BATCHES).exists():
+        if self.created and not BatchJournal(self.path / BATCHES).open_batches():
             shutil.rmtree(self.path, ignore_errors=True)
             return True
         return False

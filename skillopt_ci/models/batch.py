@@ -87,8 +87,9 @@ class BatchJournal:
     def __init__(self, path: Path):
         self.path = path
 
-    def open_batches(self, role: str, provider: str) -> dict[str, dict[str, str]]:
-        """Batches of ``role`` at ``provider`` submitted and never collected: id → custom_id → key."""
+    def open_batches(self, role: str | None = None, provider: str | None = None) -> dict[str, dict[str, str]]:
+        """Batches (of ``role`` at ``provider``, when given) submitted and never collected:
+        batch id → custom_id → cache key."""
         found: dict[str, dict[str, str]] = {}
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
@@ -99,7 +100,8 @@ class BatchJournal:
                 entry = json.loads(line)
             except ValueError:
                 continue  # a line torn by a kill: its batch was never recorded whole
-            if entry.get("event") == "submitted" and entry.get("role") == role and entry.get("provider") == provider:
+            if entry.get("event") == "submitted" and role in (None, entry.get("role")) \
+                    and provider in (None, entry.get("provider")):
                 found[entry["batch_id"]] = dict(entry["requests"])
             elif entry.get("event") == "collected":
                 found.pop(entry.get("batch_id"), None)
@@ -147,6 +149,11 @@ class BatchRouter:
             collector = self._collectors[role] = _Collector(role, spec, batch_client(backend), self)
         return await collector.answer(key, messages, params, tools, reply, store)
 
+    async def aclose(self) -> None:
+        """Stop waiting (an aborted run): submitted batches stay recorded, to be resumed."""
+        for collector in self._collectors.values():
+            await collector.aclose()
+
 
 class _Collector:
     """Collects one role's requests into batches; see the module docstring."""
@@ -179,6 +186,13 @@ class _Collector:
                 pending = self.waiting[key] = _Pending(body, reply, store, future)
                 self._schedule()
         return await asyncio.shield(pending.future)  # one caller's cancellation is not the others'
+
+    async def aclose(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def _known(self) -> dict[str, str]:
         if self.known is None:

@@ -219,6 +219,8 @@ class ModelPool:
         return total
 
     async def aclose(self) -> None:
+        if self.batch is not None:
+            await self.batch.aclose()
         for backend in self._backends.values():
             await backend.aclose()
         self._backends.clear()
