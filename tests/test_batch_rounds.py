@@ -78,3 +78,27 @@ def test_the_actions_scheduled_eval_takes_the_batch_input(tmp_path, fake, server
     assert "## skillopt-ci eval: ✅ 1 skill(s)" in pr.summary and "(batch price)" in pr.summary
     bad = pr.run(event_name="schedule", event={}, SKILLOPT_BATCH="maybe", **KEYS)
     assert bad.code == 2 and "SKILLOPT_BATCH" in bad.err
+
+
+def test_an_llm_judge_gets_its_own_batch_after_the_targets(tmp_path, server):
+    from test_runs import judge_policy
+
+    server.policy = judge_policy
+    project = batch_project(tmp_path / "proj", server)
+    config = yaml.safe_load((project / "skillopt.yml").read_text())
+    config["models"]["judge"] = {"provider": "anthropic", "model": "claude-haiku-4-5",
+                                 "base_url": server.anthropic_base_url}
+    (project / "skillopt.yml").write_text(yaml.safe_dump(config))
+    suite = project / "eval_suites/ticket-triage/suite.yaml"
+    data = yaml.safe_load(suite.read_text())
+    data["scorer"] = {"type": "llm_judge", "rubric": "Score 1 if the answer names the Enterprise plan."}
+    suite.write_text(yaml.safe_dump(data))
+    run = tmp_path / "run"
+    res = run_cli("eval", "ticket-triage", "--out", str(run), "--batch", "--quiet", cwd=project, env=KEYS)
+    assert res.code == 0, res.err
+    # Twelve target lines at OpenAI, then the twelve verdicts in one Message Batch.
+    assert [(b.kind, len(b.lines)) for b in server.batches.batches.values()] == [("openai", 12), ("anthropic", 12)]
+    assert [(e["event"], e.get("role")) for e in journal(run)] == [
+        ("submitted", "target"), ("collected", None), ("submitted", "judge"), ("collected", None)]
+    s = summary(run)
+    assert s["scorer_input_tokens"] > 0 and s["pricing"] == "batch" and s["n_results"] == 12
