@@ -12,9 +12,10 @@ Contract:
   runner records the rest as errored rollouts, which a re-run tries again.
 - Before polling, each batch is recorded in the journal (``batches.jsonl`` of the run directory):
   role, provider, model, batch id and its ``custom_id`` → cache key map; a ``collected`` line follows
-  once its answers are in the cache. A later process asked for a key of a batch that was submitted
-  but never collected polls that batch instead of submitting again: an interrupted run costs
-  nothing more. Batches run in rounds: a multi-turn rollout's next call joins the next batch.
+  once its answers are in the cache (``abandoned`` when the provider no longer knows it, whose
+  requests are then submitted again). A later process asked for a key of a batch that was
+  submitted but never collected polls that batch instead of submitting again: an interrupted run
+  costs nothing more. Batches run in rounds: a multi-turn rollout's next call joins the next batch.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class BatchJournal:
             if entry.get("event") == "submitted" and role in (None, entry.get("role")) \
                     and provider in (None, entry.get("provider")):
                 found[entry["batch_id"]] = dict(entry["requests"])
-            elif entry.get("event") == "collected":
+            elif entry.get("event") in ("collected", "abandoned"):
                 found.pop(entry.get("batch_id"), None)
         return found
 
@@ -177,13 +178,13 @@ class _Collector:
         pending = self.inflight.get(key) or self.waiting.get(key)
         if pending is None:
             future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+            pending = _Pending(self.client.request_body(messages, params, tools, reply), reply, store, future)
             batch_id = self._known().get(key)
             if batch_id is not None:  # submitted by an interrupted run: wait for that batch
-                pending = self.inflight[key] = _Pending(None, reply, store, future)
+                self.inflight[key] = pending
                 self._poll_journaled(batch_id)
             else:
-                body = self.client.request_body(messages, params, tools, reply)
-                pending = self.waiting[key] = _Pending(body, reply, store, future)
+                self.waiting[key] = pending
                 self._schedule()
         return await asyncio.shield(pending.future)  # one caller's cancellation is not the others'
 
@@ -229,7 +230,7 @@ class _Collector:
         if batch_id not in self.polling:
             self.polling.add(batch_id)
             self.router.notify(f"batch {batch_id}: resuming the {self.role} batch an earlier run submitted")
-            self._spawn(self._collect(batch_id, self.journaled[batch_id]))
+            self._spawn(self._collect(batch_id, self.journaled[batch_id], resumed=True))
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -255,15 +256,24 @@ class _Collector:
                            "waiting for it (an interrupted run resumes this batch)")
         await self._collect(batch_id, ids)
 
-    async def _collect(self, batch_id: str, ids: dict[str, str]) -> None:
-        """Poll until the batch ends, then store and deliver each answer."""
+    async def _collect(self, batch_id: str, ids: dict[str, str], *, resumed: bool = False) -> None:
+        """Poll until the batch ends, then store and deliver each answer. A resumed batch the
+        provider no longer has is abandoned and its waiting requests go into a new batch."""
         try:
             results = await self._wait(batch_id)
-        except ProviderError as exc:  # not marked collected: the next run polls this batch again
-            for key in ids.values():
-                if (pending := self.inflight.pop(key, None)) is not None:
-                    _settle(pending, exc)
+        except ProviderError as exc:  # a retryable failure leaves it open: the next try polls it again
             self.polling.discard(batch_id)
+            if not exc.retryable:  # gone for good (unknown id, other account): never poll it again
+                self._close(batch_id, ids, {"event": "abandoned", "batch_id": batch_id, "reason": exc.message})
+            again = {key: p for key in ids.values() if (p := self.inflight.pop(key, None)) is not None}
+            if resumed and not exc.retryable:
+                self.router.notify(f"batch {batch_id}: cannot be resumed ({exc.message}); submitting its "
+                                   f"{len(again)} request(s) again")
+                self.waiting.update(again)
+                self._schedule()
+                return
+            for pending in again.values():
+                _settle(pending, exc)
             return
         answered = 0
         for cid, key in ids.items():
@@ -275,13 +285,18 @@ class _Collector:
                 self.answers[key] = outcome
             else:
                 self._deliver(pending, outcome)
-            if self.known is not None:
-                self.known.pop(key, None)
-        if self.router.journal is not None:
-            self.router.journal.append({"event": "collected", "batch_id": batch_id, "answered": answered,
-                                        "errored": len(ids) - answered})
+        self._close(batch_id, ids, {"event": "collected", "batch_id": batch_id, "answered": answered,
+                                    "errored": len(ids) - answered})
         self.polling.discard(batch_id)
         self.router.notify(f"batch {batch_id}: {answered} of {len(ids)} answered")
+
+    def _close(self, batch_id: str, ids: dict[str, str], entry: dict[str, Any]) -> None:
+        """Record that ``batch_id`` needs no more polling, here and in later runs."""
+        for key in ids.values():
+            if self.known is not None and self.known.get(key) == batch_id:
+                del self.known[key]
+        if self.router.journal is not None:
+            self.router.journal.append(entry)
 
     async def _wait(self, batch_id: str) -> dict[str, bytes | ProviderError]:
         delay, failures = self.settings.poll_seconds, 0
