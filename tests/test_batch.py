@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from batch_helpers import KEYS, batch_project, journal, results, summary
 
 from conftest import run_cli
@@ -150,3 +151,18 @@ def test_a_batch_whose_every_line_failed_aborts_like_a_synchronous_run(tmp_path,
     assert "aborted after 10 of 10 rollouts failed (10 bad_request)" in res.err
     # The batch was collected, nothing was measured: nothing to resume, so nothing is kept.
     assert "no run directory is kept" in res.err and not run.exists()
+
+
+def test_batch_refuses_an_agent_cli_environment(tmp_path, server):
+    project = batch_project(tmp_path / "proj", server)
+    fake_cli = tmp_path / "codex"  # stands in for the CLI: only its --version is asked before the refusal
+    fake_cli.write_text("#!/bin/sh\necho 'codex-cli 0.0.0'\n")
+    fake_cli.chmod(0o755)
+    suite = project / "eval_suites/ticket-triage/suite.yaml"
+    data = yaml.safe_load(suite.read_text())
+    data["environment"] = {"type": "codex", "binary": str(fake_cli)}
+    suite.write_text(yaml.safe_dump(data))
+    res = run_cli("eval", "ticket-triage", "--batch", "--quiet", cwd=project, env=KEYS)
+    assert res.code == 2, res.err
+    assert "--batch: the codex environment's agent calls the model itself" in res.err.splitlines()[0]
+    assert "suite.yaml" in res.err and server.call_count == 0
