@@ -10,6 +10,7 @@ import yaml
 from batch_helpers import KEYS, batch_project, journal, results, summary
 
 from conftest import run_cli
+from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.models.pricing import price_for
 from skillopt_ci.testing import Fault
 
@@ -48,6 +49,7 @@ def test_batch_eval_gives_the_synchronous_scores_at_half_the_price(tmp_path, ser
     assert s["cost_usd"] == pytest.approx((s["input_tokens"] * 1.0 + s["output_tokens"] * 2.0) / 1e6, abs=1e-6)
     assert b["cost_usd"] == pytest.approx((b["input_tokens"] * 0.5 + b["output_tokens"] * 1.0) / 1e6, abs=1e-6)
     assert b["pricing"] == "batch" and "pricing" not in s
+    schema_validator("summary.schema.json").validate(b)
     assert "(batch price)" in batch.out and "(batch price)" not in sync.out
     dollars = f"${b['cost_usd']:.4f}"
     assert f"{dollars} (batch price)" in batch.out
