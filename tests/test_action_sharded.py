@@ -123,10 +123,12 @@ def test_a_missing_shard_makes_the_merged_gate_incomplete_never_passed(tmp_path,
     assert f"shard {k}/{n} not merged" in pr.summary
 
 
-def test_a_regression_on_the_shards_that_arrived_still_fails_and_says_incomplete(tmp_path, fake, server):
+def test_a_shard_that_failed_midway_counts_as_missing_and_a_regression_still_fails(tmp_path, fake, server):
     n, k, _ = pick_small_shard()
     pr = PR(tmp_path, fake, server, {SKILL: regressing_text()})
-    res = merge(pr, run_shards(pr, n, skip=(k,)), n)
+    downloaded = run_shards(pr, n)
+    (downloaded / f"skillopt-shard-{k}/gate.json").unlink()  # the shard's results, but it never finished
+    res = merge(pr, downloaded, n)
     assert res.code == 3
     [comment] = pr.comments()
     assert "❌ failed" in comment["body"] and f"incomplete: shard {k}/{n} not merged" in comment["body"]

@@ -28,7 +28,7 @@ from skillopt_ci.core.errors import EXIT_OK, EXIT_RUNTIME, InputError
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.core.skill import load_skill
-from skillopt_ci.engine.merge import merge_eval_runs
+from skillopt_ci.engine.merge import merge_eval_runs, read_json
 from skillopt_ci.gate.merge import incomplete_note, merge_gate_runs
 from skillopt_ci.gate.verdict import GateReport
 from skillopt_ci.github.publisher import MARKER, Publisher
@@ -103,7 +103,7 @@ def _merge_gate(ctx: Context) -> int:
     publisher = ctx.publisher_factory(s) if s.token else None
     root = _shards_root(ctx)
     dirs = sorted(p.parent for p in root.rglob("gate.json")) if root.is_dir() else []
-    gates = [json.loads((d / "gate.json").read_text(encoding="utf-8")) for d in dirs]
+    gates = [read_json(d / "gate.json") for d in dirs]
     for d, gate in zip(dirs, gates, strict=True):
         if gate.get("head_sha") != pr.head_sha:
             raise InputError(f"shard gates {str(gate.get('head_sha'))[:12]}, but the pull request's head is "
