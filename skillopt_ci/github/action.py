@@ -107,7 +107,11 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
     ctx = Context(settings, out or sys.stdout, publisher_factory, dict(session_options or {}))
     flows = {"gate": gate_flow, "eval": eval_flow, "train": train_flow}
     try:
-        code = flows[settings.resolved_mode](ctx)
+        if settings.event_name == "issue_comment":  # a reviewer's /skillopt command (github/commands.py)
+            from skillopt_ci.github.commands import command_flow
+            code = command_flow(ctx)
+        else:
+            code = flows[settings.resolved_mode](ctx)
     except SkilloptError as exc:
         file, line = _location(exc.where)
         command("error", str(exc), stream=ctx.out, file=file, line=line, title="skillopt-ci")
@@ -191,7 +195,7 @@ def gate_flow(ctx: Context) -> int:
     if pr is None:
         raise InputError(f"mode gate needs a pull_request event, got {s.event_name!r}",
                          hint="use mode: auto or eval for schedule and workflow_dispatch")
-    if pr.fork:
+    if pr.fork and s.event_name != "issue_comment":  # a command has checked the fork's files already
         return skip(ctx, "Pull request from a fork",
                     "Fork pull requests run without secrets and with a read-only token, so no model is called "
                     "and nothing is posted. A maintainer can evaluate the change by pushing the branch to this "
@@ -275,36 +279,48 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
 
 def eval_flow(ctx: Context) -> int:
     """Scheduled or manual run: every configured skill (or the named ones), eval-only."""
+    from skillopt_ci.github.trend import scheduled_section
+
     s = ctx.settings
     config = _config(ctx)
     entries = selected_skills(config, s.skills)
     reason = missing_key(config, ("target", "judge"))
     if reason:
         return skip(ctx, "No model key", f"{reason}. Nothing was evaluated.")
-    summaries = []
-    failed: list[str] = []
-    worth_lines: list[str] = []  # "what the skill adds" lines (input baseline: none)
     options = {**ctx.session_options, "estimate_runs": 2} if s.baseline else ctx.session_options
     with EvalSession(config, **options) as session:
-        for entry in entries:
-            skill = load_skill(entry.path, display=entry.name)
-            suite = load_suite(entry.suite, display=entry.name)
-            plan = make_plan(skill, suite, config.gate.split, config.gate.repeats)
-            out = config.runs_dir / run_dir_name("scheduled", entry.name, skill.hash[:12])
-            ctx.run_dirs.append(out)
-            outcome = session.evaluate(plan, out)
-            if s.baseline:
-                worth = measure_worth(session, plan, outcome)
-                worth_lines.append(f"{escape_inline(entry.name, 100)}: {worth_line(worth)}")  # our numbers
-            summaries.append(outcome.summary)
-            code, line = threshold_verdict(outcome.summary, config.gate.min_score)
-            if code != EXIT_OK:
-                failed.append(f"{entry.name}: {line}")
+        summaries, failed, notes = evaluate_entries(ctx, config, session, entries, "scheduled")
+    trend, warning = scheduled_section(s, [e.name for e in entries], summaries, ctx.outputs)
+    if warning:
+        command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
     table = score_table(summaries, "github")
-    notes = "".join(f"\n- {line}" for line in [*worth_lines, *(escape_inline(f, 300) for f in failed)])
-    ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n")
+    ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n{trend}")
     ctx.outputs["verdict"] = "failed" if failed else "passed"
     return EXIT_FAILED if failed and s.fail else EXIT_OK
+
+
+def evaluate_entries(ctx: Context, config: Config, session: EvalSession, entries: list[Any],
+                     kind: str) -> tuple[list[Any], list[str], str]:
+    """Evaluate each skill as checked out: (summaries in order, failed threshold lines, the notes
+    under the table: what each skill adds with input baseline none, and the failures)."""
+    s = ctx.settings
+    summaries, failed, worth_lines = [], [], []
+    for entry in entries:
+        skill = load_skill(entry.path, display=entry.name)
+        suite = load_suite(entry.suite, display=entry.name)
+        plan = make_plan(skill, suite, config.gate.split, config.gate.repeats)
+        out = config.runs_dir / run_dir_name(kind, entry.name, skill.hash[:12])
+        ctx.run_dirs.append(out)
+        outcome = session.evaluate(plan, out)
+        if s.baseline:
+            worth = measure_worth(session, plan, outcome)
+            worth_lines.append(f"{escape_inline(entry.name, 100)}: {worth_line(worth)}")  # our numbers
+        summaries.append(outcome.summary)
+        code, line = threshold_verdict(outcome.summary, config.gate.min_score)
+        if code != EXIT_OK:
+            failed.append(f"{entry.name}: {line}")
+    notes = "".join(f"\n- {line}" for line in [*worth_lines, *(escape_inline(f, 300) for f in failed)])
+    return summaries, failed, notes
 
 
 def train_flow(ctx: Context) -> int:

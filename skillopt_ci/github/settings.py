@@ -56,6 +56,11 @@ class ActionSettings:
     baseline: bool = False  # input baseline: none — also show each skill's score with no skill
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     event: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # GITHUB_SHA / GITHUB_REF, and where the default branch's last scores are kept between runs
+    # (action.yml restores and saves the folder with actions/cache; see github/trend.py).
+    sha: str = ""
+    ref: str = ""
+    scores_dir: Path | None = None
 
     @property
     def run_url(self) -> str | None:
@@ -157,4 +162,7 @@ def settings_from_env(env: Mapping[str, str]) -> ActionSettings:
         retry=RetryPolicy(attempts=int(_number(env, "SKILLOPT_GITHUB_ATTEMPTS", 3, minimum=1, integer=True)),
                           backoff=_number(env, "SKILLOPT_GITHUB_BACKOFF", 2.0, minimum=0, integer=False)),
         event=event,
+        sha=env.get("GITHUB_SHA", "").strip(),
+        ref=env.get("GITHUB_REF", "").strip(),
+        scores_dir=Path(env["SKILLOPT_SCORES_DIR"]) if env.get("SKILLOPT_SCORES_DIR", "").strip() else None,
     )
