@@ -24,13 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from skillopt_ci.core.baseline import worth_line
 from skillopt_ci.core.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
-from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.redact import SECRETS
-from skillopt_ci.core.skill import load_skill
-from skillopt_ci.engine.baseline import measure_worth
-from skillopt_ci.engine.evaluation import EvalSession, make_plan, threshold_verdict
+from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.engine.rundir import write_atomic, write_json_atomic
 from skillopt_ci.gate.changes import resolve_changes
 from skillopt_ci.gate.git import Git
@@ -41,7 +37,6 @@ from skillopt_ci.github.publisher import MARKER, Annotation, Publisher, PublishE
 from skillopt_ci.github.runner_files import append_summary, command, write_outputs
 from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env
 from skillopt_ci.inputs.config import Config, load_config
-from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.models.registry import resolve_endpoint
 from skillopt_ci.render.eval_report import score_table
 from skillopt_ci.render.markdown import code_span, escape_inline
@@ -279,7 +274,7 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
 
 def eval_flow(ctx: Context) -> int:
     """Scheduled or manual run: every configured skill (or the named ones), eval-only."""
-    from skillopt_ci.github.trend import scheduled_section
+    from skillopt_ci.github.trend import evaluate_entries, scheduled_section
 
     s = ctx.settings
     config = _config(ctx)
@@ -297,30 +292,6 @@ def eval_flow(ctx: Context) -> int:
     ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n{trend}")
     ctx.outputs["verdict"] = "failed" if failed else "passed"
     return EXIT_FAILED if failed and s.fail else EXIT_OK
-
-
-def evaluate_entries(ctx: Context, config: Config, session: EvalSession, entries: list[Any],
-                     kind: str) -> tuple[list[Any], list[str], str]:
-    """Evaluate each skill as checked out: (summaries in order, failed threshold lines, the notes
-    under the table: what each skill adds with input baseline none, and the failures)."""
-    s = ctx.settings
-    summaries, failed, worth_lines = [], [], []
-    for entry in entries:
-        skill = load_skill(entry.path, display=entry.name)
-        suite = load_suite(entry.suite, display=entry.name)
-        plan = make_plan(skill, suite, config.gate.split, config.gate.repeats)
-        out = config.runs_dir / run_dir_name(kind, entry.name, skill.hash[:12])
-        ctx.run_dirs.append(out)
-        outcome = session.evaluate(plan, out)
-        if s.baseline:
-            worth = measure_worth(session, plan, outcome)
-            worth_lines.append(f"{escape_inline(entry.name, 100)}: {worth_line(worth)}")  # our numbers
-        summaries.append(outcome.summary)
-        code, line = threshold_verdict(outcome.summary, config.gate.min_score)
-        if code != EXIT_OK:
-            failed.append(f"{entry.name}: {line}")
-    notes = "".join(f"\n- {line}" for line in [*worth_lines, *(escape_inline(f, 300) for f in failed)])
-    return summaries, failed, notes
 
 
 def train_flow(ctx: Context) -> int:

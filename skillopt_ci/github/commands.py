@@ -33,7 +33,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from skillopt_ci.core.errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, InputError, RuntimeFailure, SkilloptError
+from skillopt_ci.core.errors import (
+    EXIT_FAILED,
+    EXIT_INPUT,
+    EXIT_OK,
+    InputError,
+    RuntimeFailure,
+    SkilloptError,
+)
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.gate.git import Git
@@ -41,7 +48,6 @@ from skillopt_ci.github import trend
 from skillopt_ci.github.action import (
     Context,
     _config,
-    evaluate_entries,
     gate_flow,
     missing_key,
     skip,
@@ -299,7 +305,7 @@ def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullReq
         command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
     default_ref = s.sha or pr.base_sha
     with EvalSession(config, **ctx.session_options) as session:
-        summaries, failed, notes = evaluate_entries(ctx, config, session, entries, f"pr{pr.number}")
+        summaries, failed, notes = trend.evaluate_entries(ctx, config, session, entries, f"pr{pr.number}")
         rows = []
         for entry, summary in zip(entries, summaries, strict=True):
             last = stored.get(entry.name)

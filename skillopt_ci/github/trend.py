@@ -32,8 +32,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from skillopt_ci.core.baseline import worth_line
+from skillopt_ci.core.errors import EXIT_OK
+from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.records import EvalSummary
-from skillopt_ci.engine.evaluation import EvalSession, make_plan
+from skillopt_ci.core.skill import load_skill
+from skillopt_ci.engine.baseline import measure_worth
+from skillopt_ci.engine.evaluation import EvalSession, make_plan, threshold_verdict
 from skillopt_ci.engine.rundir import write_json_atomic
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.run import skill_at
@@ -166,3 +171,27 @@ def scheduled_section(settings: Any, names: Sequence[str], summaries: Sequence[E
                                            if s.complete and s.mean is not None})
         outputs["scores-saved"] = "true"
     return "\n### Beside the default branch's last score\n\n" + trend_table(rows), warning
+
+
+def evaluate_entries(ctx: Any, config: Config, session: EvalSession, entries: list[Any],
+                     kind: str) -> tuple[list[Any], list[str], str]:
+    """Evaluate each skill as checked out (``ctx``: the Action's Context): (summaries in order, failed threshold lines, the notes
+    under the table: what each skill adds with input baseline none, and the failures)."""
+    s = ctx.settings
+    summaries, failed, worth_lines = [], [], []
+    for entry in entries:
+        skill = load_skill(entry.path, display=entry.name)
+        suite = load_suite(entry.suite, display=entry.name)
+        plan = make_plan(skill, suite, config.gate.split, config.gate.repeats)
+        out = config.runs_dir / run_dir_name(kind, entry.name, skill.hash[:12])
+        ctx.run_dirs.append(out)
+        outcome = session.evaluate(plan, out)
+        if s.baseline:
+            worth = measure_worth(session, plan, outcome)
+            worth_lines.append(f"{escape_inline(entry.name, 100)}: {worth_line(worth)}")  # our numbers
+        summaries.append(outcome.summary)
+        code, line = threshold_verdict(outcome.summary, config.gate.min_score)
+        if code != EXIT_OK:
+            failed.append(f"{entry.name}: {line}")
+    notes = "".join(f"\n- {line}" for line in [*worth_lines, *(escape_inline(f, 300) for f in failed)])
+    return summaries, failed, notes
