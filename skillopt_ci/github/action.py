@@ -25,13 +25,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from skillopt_ci.core.baseline import worth_line
 from skillopt_ci.core.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.redact import SECRETS
-from skillopt_ci.core.skill import load_skill
-from skillopt_ci.engine.baseline import measure_worth
-from skillopt_ci.engine.evaluation import EvalSession, make_plan, threshold_verdict
+from skillopt_ci.engine.evaluation import EvalSession, threshold_verdict
 from skillopt_ci.engine.rundir import write_atomic, write_json_atomic
 from skillopt_ci.gate.changes import resolve_changes
 from skillopt_ci.gate.git import Git
@@ -43,7 +40,6 @@ from skillopt_ci.github.publisher import MARKER, Annotation, Publisher, PublishE
 from skillopt_ci.github.runner_files import append_summary, command, write_outputs
 from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env, shard_name
 from skillopt_ci.inputs.config import Config, load_config
-from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.models.registry import resolve_endpoint
 from skillopt_ci.render.eval_report import score_table
 from skillopt_ci.render.markdown import code_span, escape_inline
@@ -109,7 +105,11 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
     ctx = Context(settings, out or sys.stdout, publisher_factory, dict(session_options or {}))
     flows = {"gate": gate_flow, "eval": eval_flow, "train": train_flow, "merge": sharded.merge_flow}
     try:
-        code = flows["merge" if settings.shards_path else settings.resolved_mode](ctx)
+        if settings.event_name == "issue_comment":  # a reviewer's /skillopt command (github/commands.py)
+            from skillopt_ci.github.commands import command_flow
+            code = command_flow(ctx)
+        else:
+            code = flows["merge" if settings.shards_path else settings.resolved_mode](ctx)
     except SkilloptError as exc:
         file, line = _location(exc.where)
         command("error", str(exc), stream=ctx.out, file=file, line=line, title="skillopt-ci")
@@ -198,7 +198,7 @@ def gate_flow(ctx: Context) -> int:
     if pr is None:
         raise InputError(f"mode gate needs a pull_request event, got {s.event_name!r}",
                          hint="use mode: auto or eval for schedule and workflow_dispatch")
-    if pr.fork:
+    if pr.fork and s.event_name != "issue_comment":  # a command has checked the fork's files already
         return skip(ctx, *FORK)
     config = _config(ctx)
     git = Git(s.workspace)
@@ -283,44 +283,41 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
 
 def eval_flow(ctx: Context) -> int:
     """Scheduled or manual run: every configured skill (or the named ones), eval-only."""
+    from skillopt_ci.github.trend import evaluate_entries, scheduled_section
+
     s = ctx.settings
     config = _config(ctx)
     entries = selected_skills(config, s.skills)
     reason = missing_key(config, ("target", "judge"))
     if reason:
         return skip(ctx, "No model key", f"{reason}. Nothing was evaluated.")
-    summaries: list[tuple[str, Any]] = []
-    worth_lines: list[str] = []  # "what the skill adds" lines (input baseline: none)
     options = {**ctx.session_options, "estimate_runs": 2} if s.baseline else ctx.session_options
     if s.batch:  # input batch: at the batch price, answered within the providers' 24-hour window
         options = {**options, "batch": True}
     with EvalSession(config, **options) as session:
-        for entry in entries:
-            skill = load_skill(entry.path, display=entry.name)
-            suite = load_suite(entry.suite, display=entry.name)
-            plan = make_plan(skill, suite, config.gate.split, config.gate.repeats, s.shard)
-            out = config.runs_dir / run_dir_name("scheduled", entry.name, skill.hash[:12], shard_name(s.shard))
-            ctx.run_dirs.append(out)
-            outcome = session.evaluate(plan, out)
-            if s.baseline:
-                worth = measure_worth(session, plan, outcome)
-                worth_lines.append(f"{escape_inline(entry.name, 100)}: {worth_line(worth)}")  # our numbers
-            summaries.append((entry.name, outcome.summary))
+        summaries, _, worth_lines = evaluate_entries(ctx, config, session, entries, "scheduled")
+    pairs = [(e.name, summary) for e, summary in zip(entries, summaries, strict=True)]
     if s.shard:
-        return sharded.shard_done(ctx, summaries)
-    return report_evals(ctx, config, summaries, worth_lines)
+        return sharded.shard_done(ctx, pairs)
+    trend, warning = scheduled_section(s, [e.name for e in entries], summaries, ctx.outputs)
+    if warning:
+        command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
+    return report_evals(ctx, config, pairs, worth_lines, trend=trend)
 
 
-def report_evals(ctx: Context, config: Config, summaries: list[Any], worth_lines: list[str], failed: tuple[str, ...] = ()) -> int:
+def report_evals(ctx: Context, config: Config, summaries: list[Any], worth_lines: list[str],
+                 failed: tuple[str, ...] = (), trend: str = "") -> int:
     """Job summary, verdict and exit code of an eval: a score under gate.min_score or an incomplete run fails."""
+    from skillopt_ci.github.trend import notes_of
+
     failed = list(failed or [])
     for name, summary in summaries:
         code, line = threshold_verdict(summary, config.gate.min_score)
         if code != EXIT_OK:
             failed.append(f"{name}: {line}")
     table = score_table([summary for _, summary in summaries], "github")
-    notes = "".join(f"\n- {line}" for line in [*worth_lines, *(escape_inline(f, 300) for f in failed)])
-    ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n")
+    notes = notes_of(worth_lines, failed)
+    ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n{trend}")
     ctx.outputs["verdict"] = "failed" if failed else "passed"
     return EXIT_FAILED if failed and ctx.settings.fail else EXIT_OK
 

@@ -61,6 +61,11 @@ class ActionSettings:
     shards_path: Path | None = None  # input shards-path: merge the shard jobs' run directories there
     shards: int | None = None  # input shards: how many shard jobs the merge expects
     event: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # GITHUB_SHA / GITHUB_REF, and where the default branch's last scores are kept between runs
+    # (action.yml restores and saves the folder with actions/cache; see github/trend.py).
+    sha: str = ""
+    ref: str = ""
+    scores_dir: Path | None = None
 
     @property
     def run_url(self) -> str | None:
@@ -169,6 +174,9 @@ def settings_from_env(env: Mapping[str, str]) -> ActionSettings:
                           backoff=_number(env, "SKILLOPT_GITHUB_BACKOFF", 2.0, minimum=0, integer=False)),
         event=event,
         **_sharding(env, baseline == "none"),
+        sha=env.get("GITHUB_SHA", "").strip(),
+        ref=env.get("GITHUB_REF", "").strip(),
+        scores_dir=Path(env["SKILLOPT_SCORES_DIR"]) if env.get("SKILLOPT_SCORES_DIR", "").strip() else None,
     )
 
 
