@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import run_cli
 
 GOLDEN = Path(__file__).parent / "golden" / "cli_help.txt"
-COMMANDS = ["", "action", "bench", "bench import", "bench run", "compare", "demo", "eval", "gate", "init", "install-agents", "merge", "report", "train", "validate", "view"]
+COMMANDS = ["", "action", "bench", "bench import", "bench run", "cache-key", "compare", "demo", "eval", "gate", "init", "install-agents", "merge", "report", "train", "validate", "view"]
 
 
 def all_help() -> str:

@@ -75,7 +75,7 @@ def test_every_input_reaches_the_program_through_env():
     run = next(s for s in steps() if s.get("id") == "run")
     settings = (REPO / "skillopt_ci/github/settings.py").read_text()
     for name in ACTION["inputs"]:
-        if name in ("python-version", "artifact-name"):
+        if name in ("python-version", "artifact-name", "cache"):  # cache: action.yml's own steps
             continue
         var = "SKILLOPT_" + name.upper().replace("-", "_")
         assert run["env"][var] == "${{ inputs." + name + " }}"
@@ -157,3 +157,90 @@ def test_the_check_step_says_whether_an_agent_cli_is_needed(tmp_path, environmen
     versions = re.search(r"versions<<(\w+)\n(.*)\n\1\n", written).group(2)
     assert versions == ("codex@0.171.0" if needed == "true" else "")  # the CLI cache's key
     assert re.search(r"^node-ok=(true|false)$", written, re.M)
+
+
+SHARDED = REPO / ".github/workflows/skillopt-sharded.yml"
+
+
+def sharded() -> dict:
+    return yaml.safe_load(SHARDED.read_text())
+
+
+def test_sharded_workflow_passes_actionlint_and_its_action_inputs_are_checked(tmp_path):
+    """actionlint reads action.yml through ``uses: $/./``: an input it does not declare is caught."""
+    shutil.copy(REPO / "action.yml", tmp_path / "action.yml")
+    (tmp_path / ".github/workflows").mkdir(parents=True)
+    shutil.copy(SHARDED, tmp_path / ".github/workflows/skillopt-sharded.yml")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    proc = lint(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = SHARDED.read_text().replace("          shards-path:", "          shards-pth:")
+    (tmp_path / ".github/workflows/skillopt-sharded.yml").write_text(text)
+    proc = lint(tmp_path)
+    assert proc.returncode == 1 and 'input "shards-pth" is not defined' in proc.stdout
+
+
+def test_sharded_workflow_is_callable_with_its_inputs_and_explicit_secrets():
+    call = sharded()[True]["workflow_call"]  # YAML 1.1 reads the key `on` as true
+    assert call["inputs"]["shards"]["type"] == "number"
+    assert {"shards", "mode", "skills", "config", "python-version"} <= set(call["inputs"])
+    assert all(spec["required"] is False for spec in call["secrets"].values())
+    assert {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} <= set(call["secrets"])
+
+
+def test_sharded_workflow_matrix_shards_and_merges_even_after_a_failure():
+    jobs = sharded()["jobs"]
+    assert jobs["shard"]["strategy"]["matrix"]["shard"] == "${{ fromJSON(needs.plan.outputs.shards) }}"
+    assert jobs["shard"]["strategy"]["fail-fast"] is False
+    [run] = [s for s in jobs["shard"]["steps"] if s.get("uses") == "$/./"]
+    assert run["with"]["shard"] == "${{ matrix.shard }}/${{ inputs.shards }}" and run["with"]["cache"] == "true"
+    assert run["with"]["artifact-name"] == "skillopt-shard-${{ matrix.shard }}"
+    assert jobs["merge"]["needs"] == ["plan", "shard"] and jobs["merge"]["if"].startswith("always()")
+    download = next(s for s in jobs["merge"]["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@"))
+    [merge] = [s for s in jobs["merge"]["steps"] if s.get("uses") == "$/./"]
+    assert download["with"]["pattern"] == "skillopt-shard-*"
+    assert merge["with"]["shards-path"] == download["with"]["path"]
+    # Least privilege: only the merge job writes to GitHub, and only the shard jobs see model keys.
+    assert jobs["shard"]["permissions"] == {"contents": "read"} and jobs["plan"]["permissions"] == {}
+    assert jobs["merge"]["permissions"] == {"contents": "read", "pull-requests": "write", "checks": "write"}
+    assert "secrets." not in yaml.safe_dump(jobs["merge"]) and "secrets." not in yaml.safe_dump(jobs["plan"])
+    for job in jobs.values():
+        for step in job.get("steps", []):
+            assert "${{" not in step.get("run", ""), step
+
+
+@pytest.mark.parametrize(("shards", "mode", "code", "listed"), [
+    ("3", "gate", 0, "[1,2,3]"), ("1", "eval", 0, "[1]"), ("0", "gate", 2, None), ("257", "gate", 2, None),
+    ("2.5", "gate", 2, None), ("4", "train", 2, None)])
+def test_sharded_workflow_plan_step_lists_the_shards(tmp_path, shards, mode, code, listed):
+    step = sharded()["jobs"]["plan"]["steps"][0]
+    output = tmp_path / "output"
+    output.touch()
+    env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(output), "SHARDS": shards, "MODE": mode}
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert output.read_text() == (f"shards={listed}\n" if listed else "")
+    if code:
+        assert proc.stdout.startswith("::error title=skillopt sharded::the input")
+
+
+def test_the_cache_step_keys_actions_cache_by_the_printed_key(tmp_path):
+    """action.yml's cache-key step, run by bash with the Action's variables, feeds actions/cache."""
+    venv = Path(sys.executable).parent.parent
+    if not (venv / "bin/skillopt-ci").exists():
+        pytest.skip("skillopt-ci is not installed next to this Python")
+    shutil.copytree(REPO / "skillopt_ci/inputs/example", tmp_path, dirs_exist_ok=True)
+    output = tmp_path / "output.txt"
+    step = next(s for s in steps() if s.get("id") == "cache-key")
+    restore = next(s for s in steps() if s["name"] == "Restore the response cache")
+    assert step["if"] == "inputs.cache == 'true'" and restore["uses"].startswith("actions/cache@")
+    assert restore["with"]["path"] == "${{ steps.cache-key.outputs.path }}"
+    assert restore["with"]["key"].startswith("${{ steps.cache-key.outputs.key }}-${{ github.run_id }}")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_OUTPUT": str(output),
+           "SKILLOPT_CONFIG": "skillopt.yml", "SKILLOPT_VENV": str(venv), "SKILLOPT_SKILLS": "", "SKILLOPT_SHARD": "2/4"}
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    values = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert values["key"].endswith("-shard2of4") and values["key"].startswith(values["restore-key"])
+    assert values["path"] == ".skillopt/cache.sqlite"

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from skillopt_ci import __version__
-from skillopt_ci.cli import action, agents, bench, evaluate, gate, project, train, view
+from skillopt_ci.cli import action, agents, bench, cache, evaluate, gate, project, train, view
 from skillopt_ci.cli.common import State
 from skillopt_ci.core.errors import EXIT_INPUT, EXIT_OK, EXIT_RUNTIME, SkilloptError
 from skillopt_ci.core.paths import display_path
@@ -36,7 +36,7 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
 # click lists the commands by name, so the order here does not change --help.
 for _command in (project.init, project.validate, evaluate.eval_cmd, gate.compare, gate.gate, gate.merge,
                  train.train, view.report, view.view, action.action, project.demo, agents.install_agents,
-                 bench.bench):
+                 bench.bench, cache.cache_key):
     cli.add_command(_command)
 
 

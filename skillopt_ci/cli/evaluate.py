@@ -35,11 +35,12 @@ from skillopt_ci.core.errors import EXIT_OK, InputError
 @click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
 @click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
 @click.option("--wait", is_flag=True, help="If another process is writing to the run directory, wait for it instead of failing.")
+@click.option("--batch", is_flag=True, help="Send the model calls through the provider's batch API (OpenAI, Azure OpenAI, Anthropic) at the batch price; slower, resumable.")
 @click.pass_obj
 def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: int | None, out: Path | None,
              fresh: bool, threshold: float | None, model: str | None, base_url: str | None, cache_mode: str | None,
              concurrency: int | None, shard: str | None, baseline: str | None, as_json: bool, quiet: bool, strict: bool,
-             assume_yes: bool, wait: bool) -> None:
+             assume_yes: bool, wait: bool, batch: bool) -> None:
     """Evaluate SKILL (a file, or a skill name from skillopt.yml) on a suite split."""
     from skillopt_ci.core.shard import parse_shard
     from skillopt_ci.engine.evaluation import EvalRequest, run_eval, threshold_verdict
@@ -52,7 +53,7 @@ def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: 
     check_out(config, out)
     request = EvalRequest(skill=skill_path, suite=suite_path, split=split, repeats=repeats, out=out, fresh=fresh,
                           threshold=threshold, cache_mode=cache_mode, shard=parse_shard(shard), strict=strict,
-                          assume_yes=assume_yes, wait=wait, baseline=baseline)
+                          assume_yes=assume_yes, wait=wait, baseline=baseline, batch=batch)
     outcome = run_eval(config, request, show_progress=not quiet)
     code, verdict = threshold_verdict(outcome.summary, threshold)
     if as_json:

@@ -177,12 +177,14 @@ class EvalSummary:
     tool_version: str = ""
     missing_tasks: list[str] = field(default_factory=list)  # of a merge whose shards were not all given
     no_skill: dict[str, Any] | None = None  # --baseline none: core.baseline.SkillWorth.to_dict()
+    pricing: str | None = None  # "batch": priced at the providers' batch price (eval --batch)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["ci95"] = list(self.ci95) if self.ci95 else None
-        if self.no_skill is None:
-            data.pop("no_skill")
+        for optional in ("no_skill", "pricing"):
+            if data[optional] is None:
+                data.pop(optional)
         return {"schema_version": SUMMARY_SCHEMA_VERSION, "kind": "eval", **data}
 
     @classmethod

@@ -25,7 +25,7 @@ from skillopt_ci.core.records import EvalSummary, TaskResult
 from skillopt_ci.core.shard import Shard
 from skillopt_ci.core.skill import Skill, load_skill
 from skillopt_ci.engine.progress import Progress
-from skillopt_ci.engine.rundir import RunDir
+from skillopt_ci.engine.rundir import BATCHES, RunDir
 from skillopt_ci.engine.runlock import RunLock
 from skillopt_ci.engine.runner import ErrorPolicy, EvalOutcome, EvalPlan, evaluate
 from skillopt_ci.envs.base import BaseEnvironment
@@ -35,6 +35,7 @@ from skillopt_ci.inputs.config import Budgets, Config, ModelSpec
 from skillopt_ci.inputs.preflight import estimate_plan, max_output, plan_warnings
 from skillopt_ci.inputs.suite import Suite, load_suite
 from skillopt_ci.models.base import Backend
+from skillopt_ci.models.batch import BatchRouter, batch_problem
 from skillopt_ci.models.cache import ResponseCache, cache_key
 from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.models.pricing import price_for
@@ -60,6 +61,7 @@ class EvalRequest:
     assume_yes: bool = False
     wait: bool = False  # queue behind another process writing to the same run directory
     baseline: str | None = None  # "none": also evaluate the same tasks with no skill (engine/baseline.py)
+    batch: bool = False  # send the model calls through the providers' batch APIs (models/batch.py)
 
 
 def default_run_dir(config: Config, plan: EvalPlan, prefix: str = "eval") -> Path:
@@ -112,7 +114,10 @@ class EvalSession:
         assume_yes: bool = False,
         estimate_runs: int = 1,
         wait: bool = False,
+        batch: bool = False,
     ):
+        if batch:  # every rollout's call waits in the batch at once, so the first wave is one batch
+            config = replace(config, concurrency=max(config.concurrency, config.batch.max_requests))
         self.config = config
         self.wait = wait
         # Preflight (see check): --strict, --yes, and how many evaluations of the first plan's size
@@ -124,6 +129,8 @@ class EvalSession:
         self._evaluated = 0
         self.cache = ResponseCache(config.cache.path, cache_mode or config.cache.mode)
         self.pool = ModelPool(config, self.cache, env=env, backend_factory=backend_factory)
+        if batch:
+            self.pool.batch = BatchRouter(config.batch, notify=self._say)
         self.show_progress = show_progress
         self.stream = stream
         self._loop = asyncio.new_event_loop()
@@ -168,6 +175,8 @@ class EvalSession:
                 self._say(f"notice: {spec.model!r} has no price and is served on this machine (loopback base URL): "
                           "counted as $0")
         self.pool.check_credentials(*roles)
+        if self.pool.batch is not None:
+            self._check_batch(suite, roles)
         if plan is not None:
             self._preflight(plan, budgets or self.config.budgets)
         if self.config.budgets.max_dollars is None:
@@ -180,6 +189,19 @@ class EvalSession:
                     where=self.config.file,
                     hint=f"add pricing: {{{spec.model}: {{input: …, output: …}}}} in USD per million tokens",
                 )
+
+    def _check_batch(self, suite: Suite, roles: tuple[str, ...]) -> None:
+        """--batch needs a provider with a batch API and an environment whose calls go through the pool."""
+        for role in roles:
+            problem = batch_problem(self.pool.spec(role))
+            if problem:
+                raise InputError(f"--batch: {problem}", where=f"{self.config.file}: models.{role}",
+                                 hint="run without --batch")
+        environment = self.environment(suite)
+        if environment.caches_rollouts:
+            raise InputError(f"--batch: the {environment.name} environment's agent calls the model itself, "
+                             "so its calls cannot be batched", where=f"{suite.display}/suite.yaml: environment",
+                             hint="run without --batch")
 
     def _say(self, line: str) -> None:
         if line not in self._said:
@@ -255,6 +277,8 @@ class EvalSession:
         self.check(plan.suite, plan, budgets)
         self._evaluated += 1
         run = RunDir(out)
+        if self.pool.batch is not None:
+            self.pool.batch.use_journal(out / BATCHES)
         progress = Progress(len(plan.tasks) * plan.repeats, label or f"eval {plan.skill.name}/{plan.split}",
                             stream=self.stream, enabled=self.show_progress)
         with RunLock(out, wait=self.wait):
@@ -263,6 +287,8 @@ class EvalSession:
                          errors=ErrorPolicy(self.config.max_error_rate, self.config.min_attempts),
                          progress=progress, fresh=fresh, stop_when=stop_when, environment=environment)
             )
+            if self.pool.batch is not None:
+                outcome = replace(outcome, summary=replace(outcome.summary, pricing="batch"))
             run.write_text("skill.md", plan.skill.text)
             run.write_json("summary.json", outcome.summary.to_dict())
         return outcome
@@ -286,7 +312,8 @@ def run_eval(
     with RunLock(out, wait=request.wait), \
             EvalSession(config, cache_mode=request.cache_mode, env=env, backend_factory=backend_factory,
                         show_progress=show_progress, stream=stream, strict=request.strict,
-                        assume_yes=request.assume_yes, estimate_runs=2 if with_none else 1) as session:
+                        assume_yes=request.assume_yes, estimate_runs=2 if with_none else 1,
+                        batch=request.batch) as session:
         outcome = session.evaluate(plan, out, fresh=request.fresh)
         if with_none:
             worth = measure_worth(session, plan, outcome, fresh=request.fresh)

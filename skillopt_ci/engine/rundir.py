@@ -7,6 +7,7 @@ Layout of an eval run::
     results.jsonl   one line per task × repeat, appended as each one finishes
     summary.json    written atomically at the end
     report.md       written atomically at the end
+    batches.jsonl   eval --batch: each batch submitted to a provider, and when it was collected
     .lock           the writer's lock (see :mod:`skillopt_ci.engine.runlock`)
 
 Every file is either complete or absent: JSON files are written to a temporary name and renamed;
@@ -33,9 +34,11 @@ from skillopt_ci.engine.runlock import LOCK, created_by_lock
 # no engine module; re-exported here for the run directory's callers.
 from skillopt_ci.inputs.writable import write_atomic as write_atomic
 from skillopt_ci.inputs.writable import write_json_atomic as write_json_atomic
+from skillopt_ci.models.batch import BatchJournal
 
 MANIFEST = "run.json"
 RESULTS = "results.jsonl"
+BATCHES = "batches.jsonl"
 # Manifest keys that follow from the others (and that older run directories lack): not compared
 # on resume.
 DERIVED = ("created_at", "split_task_ids")
@@ -157,8 +160,9 @@ class RunDir:
 
     def discard(self) -> bool:
         """Remove the directory if this process created it (an aborted run with nothing worth
-        resuming). Returns whether it was removed."""
-        if self.created:
+        resuming). Returns whether it was removed. A run waiting on a provider batch is kept:
+        resuming it polls that batch instead of paying for it again."""
+        if self.created and not BatchJournal(self.path / BATCHES).open_batches():
             shutil.rmtree(self.path, ignore_errors=True)
             return True
         return False

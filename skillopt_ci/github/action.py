@@ -3,6 +3,7 @@
 pull_request → gate: settings → skip forks and key-less runs (neutral, explained) → "evaluating…"
 comment → gate → report → sticky comment, job summary, check run, outputs → exit code.
 schedule / workflow_dispatch → eval of every configured skill → job summary, outputs.
+Sharded (inputs shard, shards-path): shard jobs publish nothing, the merge job all (github/sharded.py).
 
 The job summary is written before anything is sent to GitHub, so when GitHub fails (a missing
 permission, a rate limit) the scores are still in the summary, and the failure is one clear line.
@@ -24,24 +25,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from skillopt_ci.core.baseline import worth_line
 from skillopt_ci.core.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNTIME, InputError, SkilloptError
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.redact import SECRETS
-from skillopt_ci.core.skill import load_skill
-from skillopt_ci.engine.baseline import measure_worth
-from skillopt_ci.engine.evaluation import EvalSession, make_plan, threshold_verdict
+from skillopt_ci.engine.evaluation import EvalSession, threshold_verdict
 from skillopt_ci.engine.rundir import write_atomic, write_json_atomic
 from skillopt_ci.gate.changes import resolve_changes
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.report import render_gate
 from skillopt_ci.gate.run import run_gate
 from skillopt_ci.gate.verdict import GateReport
+from skillopt_ci.github import sharded
 from skillopt_ci.github.publisher import MARKER, Annotation, Publisher, PublishError
 from skillopt_ci.github.runner_files import append_summary, command, write_outputs
-from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env
+from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env, shard_name
 from skillopt_ci.inputs.config import Config, load_config
-from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.models.registry import resolve_endpoint
 from skillopt_ci.render.eval_report import score_table
 from skillopt_ci.render.markdown import code_span, escape_inline
@@ -105,9 +103,13 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
     settings = settings_from_env(env)
     SECRETS.add(settings.token)
     ctx = Context(settings, out or sys.stdout, publisher_factory, dict(session_options or {}))
-    flows = {"gate": gate_flow, "eval": eval_flow, "train": train_flow}
+    flows = {"gate": gate_flow, "eval": eval_flow, "train": train_flow, "merge": sharded.merge_flow}
     try:
-        code = flows[settings.resolved_mode](ctx)
+        if settings.event_name == "issue_comment":  # a reviewer's /skillopt command (github/commands.py)
+            from skillopt_ci.github.commands import command_flow
+            code = command_flow(ctx)
+        else:
+            code = flows["merge" if settings.shards_path else settings.resolved_mode](ctx)
     except SkilloptError as exc:
         file, line = _location(exc.where)
         command("error", str(exc), stream=ctx.out, file=file, line=line, title="skillopt-ci")
@@ -185,17 +187,19 @@ def skip(ctx: Context, why: str, detail: str) -> int:
     return EXIT_OK
 
 
+FORK = ("Pull request from a fork", "Fork pull requests run without secrets and with a read-only token, so no "
+        "model is called and nothing is posted. A maintainer can evaluate the change by pushing the branch to this "
+        "repository.")
+
+
 def gate_flow(ctx: Context) -> int:
     s = ctx.settings
     pr = s.pull_request()
     if pr is None:
         raise InputError(f"mode gate needs a pull_request event, got {s.event_name!r}",
                          hint="use mode: auto or eval for schedule and workflow_dispatch")
-    if pr.fork:
-        return skip(ctx, "Pull request from a fork",
-                    "Fork pull requests run without secrets and with a read-only token, so no model is called "
-                    "and nothing is posted. A maintainer can evaluate the change by pushing the branch to this "
-                    "repository.")
+    if pr.fork and s.event_name != "issue_comment":  # a command has checked the fork's files already
+        return skip(ctx, *FORK)
     config = _config(ctx)
     git = Git(s.workspace)
     _, head_sha, _, changes = resolve_changes(config, git, pr.base_sha, pr.head_sha, s.skills)
@@ -203,20 +207,20 @@ def gate_flow(ctx: Context) -> int:
     if reason:
         return skip(ctx, "No model key", f"{reason}. Add the key as a repository secret and pass it to the "
                     "step's env; nothing was evaluated.")
-    publisher = ctx.publisher_factory(s) if s.token else None
+    publisher = ctx.publisher_factory(s) if s.token and not s.shard else None  # a shard job posts nothing
     if changes and publisher and s.comment:
         names = ", ".join(code_span(c.name, 60) for c in changes)
         ctx.publish(lambda: publisher.upsert_comment(
             pr.number, f"{MARKER}\n## skillopt-ci gate: ⏳ evaluating…\n\nEvaluating {names} on split "
                        f"{code_span(config.gate.split, 40)} at `{head_sha[:7]}`. This comment is updated "
                        "when the results are in.\n"))
-    out = config.runs_dir / f"gate-pr{pr.number}-{head_sha[:12]}"
+    out = config.runs_dir / run_dir_name(f"gate-pr{pr.number}", head_sha[:12], shard_name(s.shard))
     ctx.run_dirs.append(out)
     command("group", "Evaluating changed skills", stream=ctx.out)
     try:
         with EvalSession(config, **ctx.session_options) as session:
             report = run_gate(config, git, session, out, base_ref=pr.base_sha, head_ref=pr.head_sha, only=s.skills,
-                              baseline=s.baseline)
+                              baseline=s.baseline, shard=s.shard)
     except SkilloptError as exc:
         if publisher and s.comment and changes:
             body = f"{MARKER}\n## skillopt-ci gate: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
@@ -224,10 +228,12 @@ def gate_flow(ctx: Context) -> int:
         raise
     finally:
         command("endgroup", "", stream=ctx.out)
-    return publish_gate(ctx, report, out, pr, publisher)
+    return sharded.shard_done(ctx, report) if s.shard else publish_gate(ctx, report, out, pr, publisher)
 
 
-def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, publisher: Publisher | None) -> int:
+def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, publisher: Publisher | None,
+                 incomplete: str | None = None) -> int:
+    """``incomplete`` (a merge missing shards): the check fails, titled so, and the exit code is 3."""
     s = ctx.settings
     labels = list(pr.labels)
     if report.failed and publisher:
@@ -265,46 +271,55 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
                  "overridden": f"Overridden: regression allowed by the label {report.policy.override_label}",
                  "inconclusive": "Inconclusive: too few measurements", "skipped": "No skill changed",
                  "passed": "No regression"}[report.verdict]
+        if incomplete:
+            conclusion, title = "failure", f"Incomplete: {incomplete}"[:200]
         ctx.publish(lambda: publisher.check_run(pr.head_sha, conclusion=conclusion, title=title,
                                                 summary=render_gate(report, limit=65_535, run_url=s.run_url),
                                                 annotations=annotations, details_url=s.run_url))
-    if report.failed and not report.overridden and s.fail:
-        return EXIT_FAILED
+    if incomplete or (report.failed and not report.overridden and s.fail):
+        return EXIT_RUNTIME if incomplete else EXIT_FAILED
     return EXIT_OK
 
 
 def eval_flow(ctx: Context) -> int:
     """Scheduled or manual run: every configured skill (or the named ones), eval-only."""
+    from skillopt_ci.github.trend import evaluate_entries, scheduled_section
+
     s = ctx.settings
     config = _config(ctx)
     entries = selected_skills(config, s.skills)
     reason = missing_key(config, ("target", "judge"))
     if reason:
         return skip(ctx, "No model key", f"{reason}. Nothing was evaluated.")
-    summaries = []
-    failed: list[str] = []
-    worth_lines: list[str] = []  # "what the skill adds" lines (input baseline: none)
     options = {**ctx.session_options, "estimate_runs": 2} if s.baseline else ctx.session_options
+    if s.batch:  # input batch: at the batch price, answered within the providers' 24-hour window
+        options = {**options, "batch": True}
     with EvalSession(config, **options) as session:
-        for entry in entries:
-            skill = load_skill(entry.path, display=entry.name)
-            suite = load_suite(entry.suite, display=entry.name)
-            plan = make_plan(skill, suite, config.gate.split, config.gate.repeats)
-            out = config.runs_dir / run_dir_name("scheduled", entry.name, skill.hash[:12])
-            ctx.run_dirs.append(out)
-            outcome = session.evaluate(plan, out)
-            if s.baseline:
-                worth = measure_worth(session, plan, outcome)
-                worth_lines.append(f"{escape_inline(entry.name, 100)}: {worth_line(worth)}")  # our numbers
-            summaries.append(outcome.summary)
-            code, line = threshold_verdict(outcome.summary, config.gate.min_score)
-            if code != EXIT_OK:
-                failed.append(f"{entry.name}: {line}")
-    table = score_table(summaries, "github")
-    notes = "".join(f"\n- {line}" for line in [*worth_lines, *(escape_inline(f, 300) for f in failed)])
-    ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n")
+        summaries, _, worth_lines = evaluate_entries(ctx, config, session, entries, "scheduled")
+    pairs = [(e.name, summary) for e, summary in zip(entries, summaries, strict=True)]
+    if s.shard:
+        return sharded.shard_done(ctx, pairs)
+    trend, warning = scheduled_section(s, [e.name for e in entries], summaries, ctx.outputs)
+    if warning:
+        command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
+    return report_evals(ctx, config, pairs, worth_lines, trend=trend)
+
+
+def report_evals(ctx: Context, config: Config, summaries: list[Any], worth_lines: list[str],
+                 failed: tuple[str, ...] = (), trend: str = "") -> int:
+    """Job summary, verdict and exit code of an eval: a score under gate.min_score or an incomplete run fails."""
+    from skillopt_ci.github.trend import notes_of
+
+    failed = list(failed or [])
+    for name, summary in summaries:
+        code, line = threshold_verdict(summary, config.gate.min_score)
+        if code != EXIT_OK:
+            failed.append(f"{name}: {line}")
+    table = score_table([summary for _, summary in summaries], "github")
+    notes = notes_of(worth_lines, failed)
+    ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n{trend}")
     ctx.outputs["verdict"] = "failed" if failed else "passed"
-    return EXIT_FAILED if failed and s.fail else EXIT_OK
+    return EXIT_FAILED if failed and ctx.settings.fail else EXIT_OK
 
 
 def train_flow(ctx: Context) -> int:

@@ -153,3 +153,34 @@ class Publisher:
                        output={"title": title[:255], "summary": summary[:CHECK_TEXT_LIMIT],
                                "annotations": [a.to_dict() for a in chunk]})
         return run.html_url
+
+    # ---- reviewer commands (issue_comment) ------------------------------------------------
+    def permission(self, login: str) -> str:
+        """``login``'s permission on the repository as GitHub states it: admin, write, read or
+        none (maintain counts as write, triage as read). A user GitHub does not know is none."""
+        from github import GithubException, UnknownObjectException
+
+        repo = self.repo
+        try:
+            return str(call_with_retry(self.retry, repo.get_collaborator_permission, login))
+        except UnknownObjectException:
+            return "none"
+        except GithubException as exc:
+            raise explain(exc, "reading the commenter's permission") from None
+        except OSError as exc:
+            raise PublishError(f"reading the commenter's permission: cannot reach GitHub ({type(exc).__name__})") from None
+
+    def pull_request(self, number: int) -> Any:
+        """The pull request ``number`` as the API has it now (head, base, their repositories)."""
+        return self._call("reading the pull request", self.repo.get_pull, number)
+
+    def pull_files(self, pull: Any) -> list[tuple[str, str | None]]:
+        """(path, previous path of a rename) of every file the pull request changes."""
+        files = self._call("listing the pull request's files", lambda: list(pull.get_files()))
+        return [(f.filename, getattr(f, "previous_filename", None)) for f in files]
+
+    @redact_args
+    def reply(self, number: int, body: str) -> str:
+        """A plain (non-sticky) comment on the pull request; returns its URL."""
+        issue = self._call("reading the pull request", self.repo.get_issue, number)
+        return self._call("commenting on the pull request", issue.create_comment, body).html_url

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.shard import Shard, parse_shard
 from skillopt_ci.github.retry import RetryPolicy
 
 MODES = ("auto", "gate", "eval", "train")
@@ -54,8 +55,17 @@ class ActionSettings:
     comment: bool = True
     fail: bool = True
     baseline: bool = False  # input baseline: none — also show each skill's score with no skill
+    batch: bool = False  # input batch: the scheduled eval goes through the providers' batch APIs
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    shard: Shard | None = None  # input shard: evaluate this slice, publish nothing (github/sharded.py)
+    shards_path: Path | None = None  # input shards-path: merge the shard jobs' run directories there
+    shards: int | None = None  # input shards: how many shard jobs the merge expects
     event: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # GITHUB_SHA / GITHUB_REF, and where the default branch's last scores are kept between runs
+    # (action.yml restores and saves the folder with actions/cache; see github/trend.py).
+    sha: str = ""
+    ref: str = ""
+    scores_dir: Path | None = None
 
     @property
     def run_url(self) -> str | None:
@@ -87,6 +97,11 @@ class ActionSettings:
             fork=head_name != base_name,
             head_repo=head_name,
         )
+
+
+def shard_name(shard: Shard | None) -> str:
+    """The part of a run directory's name that tells a shard job's runs apart (empty when unsharded)."""
+    return f"shard{shard.index}of{shard.count}" if shard else ""
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -154,7 +169,32 @@ def settings_from_env(env: Mapping[str, str]) -> ActionSettings:
         comment=_flag(env, "SKILLOPT_COMMENT", True),
         fail=_flag(env, "SKILLOPT_FAIL", True),
         baseline=baseline == "none",
+        batch=_flag(env, "SKILLOPT_BATCH", False),
         retry=RetryPolicy(attempts=int(_number(env, "SKILLOPT_GITHUB_ATTEMPTS", 3, minimum=1, integer=True)),
                           backoff=_number(env, "SKILLOPT_GITHUB_BACKOFF", 2.0, minimum=0, integer=False)),
         event=event,
+        **_sharding(env, baseline == "none"),
+        sha=env.get("GITHUB_SHA", "").strip(),
+        ref=env.get("GITHUB_REF", "").strip(),
+        scores_dir=Path(env["SKILLOPT_SCORES_DIR"]) if env.get("SKILLOPT_SCORES_DIR", "").strip() else None,
     )
+
+
+def _sharding(env: Mapping[str, str], baseline: bool) -> dict[str, Any]:
+    """The inputs of a sharded run (see github/sharded.py): a shard job, or the merge job."""
+    raw = env.get("SKILLOPT_SHARD", "").strip()
+    try:
+        shard = parse_shard(raw) if raw else None
+    except InputError:
+        raise InputError(f"SKILLOPT_SHARD (input shard) is {raw!r}", hint="use i/n with 1 <= i <= n, e.g. 2/4") from None
+    where = env.get("SKILLOPT_SHARDS_PATH", "").strip()
+    count = env.get("SKILLOPT_SHARDS", "").strip()
+    if count and not (count.isdigit() and int(count) >= 1):
+        raise InputError(f"SKILLOPT_SHARDS (input shards) is {count!r}", hint="use the number of shard jobs, e.g. 4")
+    shards = int(count) if count else None
+    if shard and where:
+        raise InputError("the inputs shard and shards-path are both set",
+                         hint="a shard job sets shard; the merge job sets shards-path")
+    if baseline and (shard or where):
+        raise InputError("baseline: none is not available in a sharded run", hint="leave the input baseline empty")
+    return {"shard": shard, "shards_path": Path(where) if where else None, "shards": shards}

@@ -93,6 +93,17 @@ class Budgets:
 
 
 @dataclass(frozen=True)
+class BatchSettings:
+    """How ``eval --batch`` collects requests into provider batches and waits for them
+    (:mod:`skillopt_ci.models.batch`)."""
+
+    quiet_seconds: float = 2.0
+    poll_seconds: float = 5.0
+    max_poll_seconds: float = 60.0
+    max_requests: int = 50_000
+
+
+@dataclass(frozen=True)
 class Limits:
     """Sizes above which inputs get a warning (``limits:``), in estimated tokens."""
 
@@ -178,6 +189,7 @@ class Config:
     skills: tuple[SkillEntry, ...] = ()
     concurrency: int = 8
     adaptive_concurrency: bool = True  # lower it on rate limits, raise it back on success (models/limiter.py)
+    batch: BatchSettings = BatchSettings()
     cache: CacheSettings = CacheSettings()
     runs_dir: Path = Path(".skillopt/runs")
     budgets: Budgets = Budgets()
@@ -246,6 +258,7 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         skills=tuple(skills),
         concurrency=int(data.get("concurrency", 8)),
         adaptive_concurrency=bool(data.get("adaptive_concurrency", True)),
+        batch=BatchSettings(**(data.get("batch") or {})),
         cache=CacheSettings(mode=cache_mode, path=root / cache.get("path", ".skillopt/cache.sqlite")),
         runs_dir=root / data.get("runs_dir", ".skillopt/runs"),
         budgets=Budgets(

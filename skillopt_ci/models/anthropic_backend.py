@@ -40,6 +40,17 @@ class AnthropicBackend:
         self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
         reply: ReplyFormat | None = None,
     ) -> Completion:
+        body = self.request_body(messages, params, tools, reply)
+        started = time.perf_counter()
+        try:
+            content, rate = await post_raw(self._client, "/v1/messages", body)
+        except self._anthropic.APIError as exc:
+            raise to_provider_error(self._anthropic, exc) from None
+        return replace(self.read(content, time.perf_counter() - started, reply), rate=rate)
+
+    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
+                     reply: ReplyFormat | None = None) -> dict[str, Any]:
+        """The Messages body of one call (a batch request carries the same ``params``)."""
         body: dict[str, Any] = {"max_tokens": DEFAULT_MAX_TOKENS, **params, "model": self.model}
         system = "\n\n".join(m.text for m in messages if m.role == "system")
         if system:
@@ -50,12 +61,11 @@ class AnthropicBackend:
                              for t in tools]
         if reply is not None:  # Messages has no response format: a forced call of one tool
             body.update(anthropic_fields(reply))
-        started = time.perf_counter()
-        try:
-            content, rate = await post_raw(self._client, "/v1/messages", body)
-        except self._anthropic.APIError as exc:
-            raise to_provider_error(self._anthropic, exc) from None
-        done = replace(parse_message(content, time.perf_counter() - started), rate=rate)
+        return body
+
+    def read(self, content: bytes, latency: float, reply: ReplyFormat | None = None) -> Completion:
+        """The completion in a Messages response body (from the endpoint or a batch's results)."""
+        done = parse_message(content, latency)
         if reply is None:
             return done
         text, calls = reply_text(done.text, done.tool_calls, reply, self.provider)

@@ -53,18 +53,27 @@ class OpenAIBackend:
         self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
         reply: ReplyFormat | None = None,
     ) -> Completion:
-        body = {**params, "model": self.model, "messages": chat_messages(messages)}
-        if tools:
-            body["tools"] = [chat_tool(t) for t in tools]
-        if reply is not None:
-            body.update(chat_fields(reply, self.provider))
+        body = self.request_body(messages, params, tools, reply)
         started = time.perf_counter()
         try:
             content, rate = await post_raw(self._client, "/chat/completions", body)
         except self._openai.APIError as exc:
             raise to_provider_error(self._openai, exc) from None
-        done = parse_chat_completion(content, time.perf_counter() - started)
-        return structured(replace(done, rate=rate), reply, self.provider)
+        return replace(self.read(content, time.perf_counter() - started, reply), rate=rate)
+
+    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
+                     reply: ReplyFormat | None = None) -> dict[str, Any]:
+        """The Chat Completions body of one call (a batch line carries the same body)."""
+        body = {**params, "model": self.model, "messages": chat_messages(messages)}
+        if tools:
+            body["tools"] = [chat_tool(t) for t in tools]
+        if reply is not None:
+            body.update(chat_fields(reply, self.provider))
+        return body
+
+    def read(self, content: bytes, latency: float, reply: ReplyFormat | None = None) -> Completion:
+        """The completion in a response body (from the endpoint or a batch's output file)."""
+        return structured(parse_chat_completion(content, latency), reply, self.provider)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -189,23 +198,21 @@ def to_provider_error(sdk: Any, exc: Exception) -> ProviderError:
         detail = f": {type(cause).__name__}" if cause else ""
         return ProviderError("connection", f"could not reach the server{detail}", retryable=True)
     if isinstance(exc, sdk.APIStatusError):
-        status = exc.status_code
-        message = _error_message(exc)
-        if status == 429:
-            return ProviderError(
-                "rate_limit", message, status=status, retryable=True, retry_after=parse_retry_after(exc.response.headers)
-            )
-        if status in (401, 403):
-            return ProviderError("auth", f"{status} {message} (check the API key)", status=status)
-        if status in RETRYABLE_STATUS or status >= 500:
-            return ProviderError(
-                "server", f"{status} {message}", status=status, retryable=True,
-                retry_after=parse_retry_after(exc.response.headers),
-            )
-        return ProviderError("bad_request", f"{status} {message}", status=status)
+        return status_error(exc.status_code, _error_message(exc), parse_retry_after(exc.response.headers))
     if isinstance(exc, sdk.APIResponseValidationError):
         return ProviderError("malformed", str(exc)[:200], retryable=True)
     return ProviderError("provider", str(exc)[:200])
+
+
+def status_error(status: int, message: str, retry_after: float | None = None) -> ProviderError:
+    """The error for an HTTP status (a response's, or a batch line's ``status_code``)."""
+    if status == 429:
+        return ProviderError("rate_limit", message, status=status, retryable=True, retry_after=retry_after)
+    if status in (401, 403):
+        return ProviderError("auth", f"{status} {message} (check the API key)", status=status)
+    if status in RETRYABLE_STATUS or status >= 500:
+        return ProviderError("server", f"{status} {message}", status=status, retryable=True, retry_after=retry_after)
+    return ProviderError("bad_request", f"{status} {message}", status=status)
 
 
 def _error_message(exc: Any) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from skillopt_ci.core.errors import InputError, ProviderError, RuntimeFailure
 from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec, Usage
+from skillopt_ci.models.batch import BatchRouter
 from skillopt_ci.models.cache import ResponseCache, cache_key
 from skillopt_ci.models.limiter import AdaptiveLimit
 from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
@@ -67,6 +68,7 @@ class ModelPool:
         self._factory = backend_factory or create_backend
         self.limiter = AdaptiveLimit(config.concurrency, adaptive=config.adaptive_concurrency)
         self._retry_base_delay = retry_base_delay
+        self.batch: BatchRouter | None = None  # set by eval --batch: calls go through provider batches
 
     def spec(self, role: str) -> ModelSpec:
         spec = self.config.models.get(role)
@@ -85,8 +87,8 @@ class ModelPool:
 
     def price(self, spec: ModelSpec) -> tuple[float, float] | None:
         """USD per 1M (input, output) tokens: the price table's, else free for a model served on
-        this machine (loopback base URL), else ``None`` (unknown)."""
-        found = price_for(spec.model, self.config.pricing)
+        this machine (loopback base URL), else ``None`` (unknown). In batch mode, the batch price."""
+        found = price_for(spec.model, self.config.pricing, batch=self.batch is not None)
         if found is None and self.is_local(spec):
             return LOCAL_PRICE
         return found
@@ -138,6 +140,9 @@ class ModelPool:
             spend.retries += 1
 
         def attempt() -> Awaitable[Completion]:
+            if self.batch is not None:
+                return self.batch.complete(role, spec, backend, key, messages, params, tools, reply,
+                                           lambda done: self.cache.put(key, spec.provider, spec.model, done))
             return self._attempt(backend, messages, params, tools, reply, spec.max_retry_wait)
 
         try:
@@ -214,6 +219,8 @@ class ModelPool:
         return total
 
     async def aclose(self) -> None:
+        if self.batch is not None:
+            await self.batch.aclose()
         for backend in self._backends.values():
             await backend.aclose()
         self._backends.clear()

@@ -5,6 +5,10 @@ The built-in table holds list prices published by the providers for common model
 has an *unknown* cost (``None``), never a cost of zero — except a model served from this very
 machine (a loopback base URL: 127.0.0.0/8, ``localhost``, ``::1``), which costs nothing
 (:data:`LOCAL_PRICE`; see :func:`is_loopback`).
+
+Both OpenAI (Azure's global batch deployments too) and Anthropic charge half the list price for
+requests sent through their batch APIs: ``price_for(..., batch=True)`` is that price, unless the
+``pricing:`` entry names its own ``batch_input`` / ``batch_output``.
 """
 
 from __future__ import annotations
@@ -37,16 +41,24 @@ BUILTIN_PRICES: dict[str, tuple[float, float]] = {
 }
 
 LOCAL_PRICE: tuple[float, float] = (0.0, 0.0)
+BATCH_DISCOUNT = 0.5  # the batch APIs' price is half the list price (OpenAI and Anthropic alike)
 
 # Dated snapshots and aliases share their family's price: gpt-4o-2024-08-06, claude-sonnet-4-5-20250929.
 _SNAPSHOT_SUFFIX = re.compile(r"^-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
-def price_for(model: str, overrides: Mapping[str, Mapping[str, float]] | None = None) -> tuple[float, float] | None:
-    """(input, output) USD per 1M tokens for ``model``, or ``None`` when unknown."""
-    table: dict[str, tuple[float, float]] = dict(BUILTIN_PRICES)
+def price_for(model: str, overrides: Mapping[str, Mapping[str, float]] | None = None, *,
+              batch: bool = False) -> tuple[float, float] | None:
+    """(input, output) USD per 1M tokens for ``model``, or ``None`` when unknown; with ``batch``,
+    the batch APIs' price (the entry's ``batch_input``/``batch_output``, else half the list price)."""
+    table: dict[str, tuple[float, float]] = {k: (v[0] * BATCH_DISCOUNT, v[1] * BATCH_DISCOUNT) if batch else v
+                                             for k, v in BUILTIN_PRICES.items()}
     for name, price in (overrides or {}).items():
-        table[name] = (float(price["input"]), float(price["output"]))
+        listed = (float(price["input"]), float(price["output"]))
+        if batch:
+            listed = (float(price.get("batch_input", listed[0] * BATCH_DISCOUNT)),
+                      float(price.get("batch_output", listed[1] * BATCH_DISCOUNT)))
+        table[name] = listed
     if model in table:
         return table[model]
     for name in sorted(table, key=len, reverse=True):

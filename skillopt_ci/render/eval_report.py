@@ -39,7 +39,7 @@ def summary_row(s: EvalSummary) -> dict[str, str]:
         "pass rate": fmt_pct(s.pass_rate),
         "errors": str(s.n_errors),
         "tokens": f"{s.input_tokens + s.output_tokens + s.scorer_input_tokens + s.scorer_output_tokens:,}",
-        "cost": fmt_cost(s.cost_usd),
+        "cost": fmt_cost(s.cost_usd) + (" (batch price)" if s.pricing == "batch" else ""),
         "time": f"{s.wall_time_s:.1f}s",
     }
 
@@ -68,6 +68,8 @@ def eval_report(summary: EvalSummary, results: Sequence[TaskResult], *, threshol
         f"skill `{s.skill['hash'][:12]}` ({s.skill['tokens']} tokens) · suite `{s.suite['hash'][:12]}` · "
         f"cache hits {s.cache_hits}/{s.n_results}"
     )
+    if s.pricing == "batch":
+        lines += ["", f"Sent through the provider's batch API: {fmt_cost(s.cost_usd)} at the batch price."]
     if threshold is not None:
         verdict = "passed" if s.mean is not None and s.mean >= threshold else "failed"
         lines += ["", f"Threshold {threshold:.3f}: **{verdict}**."]

@@ -6,7 +6,9 @@ decoder would give (:mod:`constrained`). Tests point the real ``openai`` and ``a
 it; a Python policy decides each reply. ``stream: true`` on the Responses API and Anthropic
 Messages is answered with Server-Sent Events (:mod:`wire_stream`), chunked; Chat Completions
 refuses it. Faults (rate limits, server errors, slow or malformed answers, dropped connections)
-can be injected per request. Run it in its own process with
+can be injected per request. The batch APIs (OpenAI files and batches, Azure's too, Anthropic Message
+Batches) answer each line through the same policy and faults (:mod:`wire_batch`; ``server.batches``
+holds their state and ``server.batches.delay`` how long a batch takes). Run it in its own process with
 ``python -m skillopt_ci.testing.server --port 0 --latency 0.1 --policy module:function``.
 """
 
@@ -43,6 +45,7 @@ from skillopt_ci.testing.protocols import (
     stream_response,
 )
 from skillopt_ci.testing.ratelimit import RateLimit
+from skillopt_ci.testing.wire_batch import BatchStore
 
 __all__ = ["Fault", "RecordedCall", "ScriptedModelServer", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall"]
 
@@ -73,6 +76,10 @@ class _Handler(LoopbackHandler):
     do_GET = do_POST = LoopbackHandler.receive
 
     def respond(self, method: str, raw: bytes, headers: dict[str, str]) -> None:
+        batched = cast("ScriptedModelServer", self.server.service).batches.respond(method, self.path, raw, headers)
+        if batched is not None:
+            self._send(batched)
+            return
         url = urlsplit(self.path)
         target = route(url.path) if method == "POST" else None
         if target is None:
@@ -94,7 +101,7 @@ class _Handler(LoopbackHandler):
         if response.frames is not None:
             self._send_stream(response)
             return
-        headers = {**response.headers, "Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **response.headers}
         self.send_bytes(response.status, headers, response.body)
 
     def _send_stream(self, response: WireResponse) -> None:
@@ -152,6 +159,7 @@ class ScriptedModelServer(LoopbackService):
         self._faults: deque[Fault] = deque()
         self._calls: list[RecordedCall] = []
         self._next_index = 0
+        self.batches = BatchStore(self._answer, lambda: self.url)
         super().__init__(host=host, port=port)
 
     @property

@@ -308,6 +308,12 @@ class FakeGitHub(LoopbackService):
         with self._lock:
             self._state.pull(number)["files"] = copy.deepcopy(files)
 
+    def set_permission(self, login: str, role: str) -> None:
+        """The role of ``login`` on the repository (admin, maintain, write, triage, read, none),
+        answered by ``/collaborators/{login}/permission``; users never set read."""
+        with self._lock:
+            self._state.roles[login.lower()] = role
+
     def add_label(self, name: str, color: str = "ededed", description: str | None = None) -> None:
         """Create a repository label (does nothing if it exists)."""
         with self._lock:
@@ -544,6 +550,11 @@ class FakeGitHub(LoopbackService):
             ("PATCH", f"/pulls/{n}", lambda num, body, **_: st.edit_pull(int(num), body)),
             ("GET", f"/pulls/{n}/files", lambda num, **_: _Page(st.pull_files(st.pull(int(num))))),
             ("GET", f"/pulls/{n}/commits", self._pull_commits),
+            (
+                "GET",
+                f"/collaborators/{seg}/permission",
+                lambda login, **_: st.permission_json(unquote(login)),
+            ),
             ("GET", f"/issues/{n}", lambda num, **_: st.issue_json(st.pull(int(num)))),
             ("PATCH", f"/issues/{n}", self._edit_issue),
             ("GET", f"/issues/{n}/comments", self._list_comments),

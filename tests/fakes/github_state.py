@@ -129,6 +129,7 @@ class RepoState:
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     forks: set[str] = field(default_factory=set)
+    roles: dict[str, str] = field(default_factory=dict)  # login → admin | maintain | write | triage | read | none
     _ids: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -347,6 +348,13 @@ class RepoState:
         return ordered[::-1]
 
     # ---- JSON shapes --------------------------------------------------------------------
+    def permission_json(self, login: str) -> dict[str, Any]:
+        """``/collaborators/{user}/permission``: GitHub's legacy ``permission`` folds maintain into
+        write and triage into read; ``role_name`` keeps the role. Unknown users read (a public repo)."""
+        role = self.roles.get(login.lower(), "read")
+        legacy = {"maintain": "write", "triage": "read"}.get(role, role)
+        return {"permission": legacy, "role_name": role, "user": self.user_json(login)}
+
     def user_json(self, login: str) -> dict[str, Any]:
         bot = login.endswith("[bot]")
         uid = 41898282 if login == BOT else _numeric(login)

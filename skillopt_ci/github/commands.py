@@ -1,0 +1,339 @@
+"""Reviewer commands: a pull-request comment ``/skillopt eval [skill]``, ``/skillopt gate``,
+``/skillopt train [skill]`` or ``/skillopt help`` runs that mode on the pull request's head.
+
+The order of the checks is the contract (docs/security.md explains why):
+
+1. Ignored quietly (exit 0, nothing posted): an ``issue_comment`` that is not on a pull request,
+   not newly created, written by a bot, or whose first line does not start with ``/skillopt``.
+2. ``/skillopt help`` is answered for anyone (a plain reply; nothing runs).
+3. The commenter's permission is asked from the API (``/collaborators/{user}/permission``), never
+   read from the comment's ``author_association``: admin or write (GitHub reports maintain as
+   write) may run. Anyone else gets a short reply naming who may; nothing runs (exit 0).
+4. The first line is parsed strictly: an unknown subcommand, an extra word, or a skill the
+   configuration does not have gets a reply with the help text and exit 2.
+5. The pull request comes from the API: its head commit, and whether the head repository is the
+   base repository. A closed pull request is refused. On a fork, ``train`` is refused, and so is
+   every command when the fork changes code that would run: a Python file under a configured skill
+   or suite folder (the suite folder holds the Python scorer and tool functions), anything under
+   a skill's ``scripts/``, or the configuration file. Skill text is data and may be evaluated.
+6. Only then is the head checked out, in the workspace: ``git fetch origin refs/pull/N/head``;
+   the fetched commit must be the head the API reported (else the pull request moved after the
+   check: refused, comment again), then ``git checkout --detach``.
+7. The mode runs and answers in the sticky comment (gate: as on ``pull_request``; eval: scores
+   beside the default branch's last score, see :mod:`skillopt_ci.github.trend`; train: the
+   training pull request).
+
+Outputs: ``verdict`` is ``ignored`` or ``refused`` for 1–5, else the mode's verdict.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from skillopt_ci.core.errors import (
+    EXIT_FAILED,
+    EXIT_INPUT,
+    EXIT_OK,
+    InputError,
+    RuntimeFailure,
+    SkilloptError,
+)
+from skillopt_ci.core.names import run_dir_name
+from skillopt_ci.engine.evaluation import EvalSession
+from skillopt_ci.gate.git import Git
+from skillopt_ci.github import trend
+from skillopt_ci.github.action import (
+    Context,
+    _config,
+    gate_flow,
+    missing_key,
+    skip,
+    train_flow,
+)
+from skillopt_ci.github.publisher import MARKER, Publisher, PublishError
+from skillopt_ci.github.runner_files import command
+from skillopt_ci.github.settings import PullRequest
+from skillopt_ci.inputs.config import Config
+from skillopt_ci.render.markdown import code_span, escape_inline
+
+PREFIX = "/skillopt"
+SUBCOMMANDS = ("eval", "gate", "train", "help")
+ALLOWED = ("admin", "write")  # the API's legacy permission: maintain is reported as write
+HELP = (
+    "**skillopt-ci commands** — the first line of a pull-request comment:\n\n"
+    "- `/skillopt eval [skill]` — evaluate this pull request's skills (all configured, or one) "
+    "and show each beside the default branch's last score\n"
+    "- `/skillopt gate` — run the gate: every changed skill, base against head\n"
+    "- `/skillopt train [skill]` — train from this pull request's skills and propose the result "
+    "in a training pull request (not for pull requests from forks)\n"
+    "- `/skillopt help` — this text\n\n"
+    "Commands run for users with write, maintain or admin permission on the repository. On a pull "
+    "request from a fork, a command is refused when the fork changes code that would run with the "
+    "repository's secrets (Python under a skill or suite folder, a skill's `scripts/`, the "
+    "configuration); skill text alone is evaluated.\n"
+)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One parsed command: ``mode`` (eval, gate, train, help) and an optional skill name."""
+
+    mode: str
+    skill: str | None = None
+
+
+class BadCommand(ValueError):
+    """A comment that starts with /skillopt but is not a valid command; the message says why."""
+
+
+def parse_command(body: str) -> Request | None:
+    """The command on the first non-empty line of ``body``; None when it is not a command.
+    Raises :class:`BadCommand` for an unknown subcommand or a wrong number of words."""
+    first = next((line.strip() for line in (body or "").splitlines() if line.strip()), "")
+    words = first.split()
+    if not words or words[0] != PREFIX:
+        return None
+    if len(words) == 1:
+        raise BadCommand(f"`{PREFIX}` needs a subcommand")
+    mode, args = words[1], words[2:]
+    if mode not in SUBCOMMANDS:
+        raise BadCommand(f"unknown subcommand {code_span(mode, 40)}")
+    takes = 1 if mode in ("eval", "train") else 0
+    if len(args) > takes:
+        raise BadCommand(f"`{PREFIX} {mode}` takes {'at most one skill' if takes else 'no arguments'}, "
+                         f"got {code_span(' '.join(args), 80)}")
+    return Request(mode, args[0] if args else None)
+
+
+def _reply(ctx: Context, number: int, text: str) -> None:
+    if ctx.settings.token:
+        publisher = ctx.publisher_factory(ctx.settings)
+        ctx.publish(lambda: publisher.reply(number, text))
+
+
+def _ignore(ctx: Context, why: str) -> int:
+    print(f"skillopt-ci: {why}; nothing to do", file=ctx.out, flush=True)
+    ctx.outputs["verdict"] = "ignored"
+    return EXIT_OK
+
+
+def _refuse(ctx: Context, number: int, login: str, why: str) -> int:
+    command("notice", why, stream=ctx.out, title="skillopt-ci refused a command")
+    ctx.summary(f"## skillopt-ci: command refused\n\n{escape_inline(why, 2000)}\n")
+    _reply(ctx, number, f"@{escape_inline(login, 60)} {why}")
+    ctx.outputs["verdict"] = "refused"
+    return EXIT_OK
+
+
+def command_flow(ctx: Context) -> int:
+    """An ``issue_comment`` event: steps 1–7 of the module docstring."""
+    event = ctx.settings.event
+    issue, comment = event.get("issue") or {}, event.get("comment") or {}
+    user = comment.get("user") or {}
+    login = str(user.get("login") or "")
+    if not issue.get("pull_request"):
+        return _ignore(ctx, "the comment is not on a pull request")
+    if event.get("action", "created") != "created":
+        return _ignore(ctx, f"the comment was {event.get('action')}, not created")
+    if user.get("type") == "Bot" or login.endswith("[bot]"):
+        return _ignore(ctx, "the comment is a bot's")
+    number = int(issue["number"])
+    try:
+        request = parse_command(str(comment.get("body") or ""))
+    except BadCommand as exc:
+        request, problem = None, str(exc)
+    else:
+        if request is None:
+            return _ignore(ctx, f"the comment is not a {PREFIX} command")
+        problem = ""
+    if request is not None and request.mode == "help":
+        _reply(ctx, number, HELP)
+        ctx.outputs["verdict"] = "help"
+        return EXIT_OK
+    if not ctx.settings.token:
+        raise InputError("a /skillopt command needs a token to read the commenter's permission",
+                         hint="pass token: ${{ github.token }} to the action")
+    publisher = ctx.publisher_factory(ctx.settings)
+    try:
+        return _checked(ctx, publisher, number, login, request, problem)
+    except PublishError as exc:  # without the API's answers nothing may run
+        raise RuntimeFailure(f"{exc}; nothing was run") from None
+
+
+def _checked(ctx: Context, publisher: Publisher, number: int, login: str, request: Request | None,
+             problem: str) -> int:
+    permission = publisher.permission(login)
+    if permission not in ALLOWED:
+        return _refuse(ctx, number, login, f"`{PREFIX}` commands run only for users with write, maintain or admin "
+                       f"permission on {escape_inline(ctx.settings.repository, 140)} (yours: {permission}). "
+                       "Nothing was run.")
+    if request is None:
+        return _usage(ctx, number, problem)
+    return _run_request(ctx, publisher, number, login, request)
+
+
+def _usage(ctx: Context, number: int, problem: str) -> int:
+    command("error", problem, stream=ctx.out, title="skillopt-ci: not a valid command")
+    ctx.summary(f"## skillopt-ci: not a valid command\n\n{escape_inline(problem, 500)}\n\n{HELP}")
+    _reply(ctx, number, f"{problem}. Nothing was run.\n\n{HELP}")
+    ctx.outputs["verdict"] = "error"
+    return EXIT_INPUT
+
+
+def _run_request(ctx: Context, publisher: Publisher, number: int, login: str, request: Request) -> int:
+    pull = publisher.pull_request(number)
+    pr = _pull_record(pull)
+    if pull.state != "open":
+        return _refuse(ctx, number, login, f"#{number} is {pull.state}; commands run on open pull requests only.")
+    if pr.fork:
+        why = _fork_refusal(ctx, publisher, pull, request)
+        if why:
+            return _refuse(ctx, number, login, why)
+    checkout_head(Git(ctx.settings.workspace), number, pr.head_sha)
+    config = _config(ctx)  # the head's configuration (a fork cannot have changed it)
+    if request.skill is not None and config.skill(request.skill) is None:
+        names = ", ".join(code_span(e.name, 60) for e in config.skills)
+        return _usage(ctx, number, f"no configured skill named {code_span(request.skill, 60)} (configured: {names})")
+    ctx.settings = replace(ctx.settings, event={"pull_request": _event_pull(pull)},
+                           skills=(request.skill,) if request.skill else ctx.settings.skills)
+    command("notice", f"{PREFIX} {request.mode} by {login} on #{number} at {pr.head_sha[:7]}", stream=ctx.out,
+            title="skillopt-ci command")
+    if request.mode == "gate":
+        return gate_flow(ctx)  # it answers a failure in the sticky comment itself
+    try:
+        return _train(ctx, publisher, pr) if request.mode == "train" else eval_command(ctx, publisher, config, pr)
+    except SkilloptError as exc:  # no comment may stay at "evaluating…"
+        if ctx.settings.comment:
+            body = f"{MARKER}\n## skillopt-ci {request.mode}: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
+            ctx.publish(lambda: publisher.upsert_comment(number, body))
+        raise
+
+
+def _pull_record(pull: Any) -> PullRequest:
+    head_repo = pull.head.repo.full_name if pull.head.repo is not None else None
+    return PullRequest(number=pull.number, head_sha=pull.head.sha, base_sha=pull.base.sha, head_ref=pull.head.ref,
+                       base_ref=pull.base.ref, labels=tuple(label.name for label in pull.labels),
+                       fork=head_repo != pull.base.repo.full_name, head_repo=head_repo)
+
+
+def _event_pull(pull: Any) -> dict[str, Any]:
+    """The pull request as a ``pull_request`` event would carry it, from the API's answer."""
+    pr = _pull_record(pull)
+    return {"number": pr.number, "labels": [{"name": name} for name in pr.labels],
+            "head": {"sha": pr.head_sha, "ref": pr.head_ref,
+                     "repo": {"full_name": pr.head_repo} if pr.head_repo else None},
+            "base": {"sha": pr.base_sha, "ref": pr.base_ref, "repo": {"full_name": pull.base.repo.full_name}}}
+
+
+def _fork_refusal(ctx: Context, publisher: Publisher, pull: Any, request: Request) -> str | None:
+    """Why a command on a fork's pull request must not run, or None when it may."""
+    if request.mode == "train":
+        return ("training is not run for pull requests from forks: it would run the fork's changes with this "
+                "repository's secrets and push a branch. Nothing was run.")
+    files = publisher.pull_files(pull)
+    if len(files) >= 3000 or len(files) < int(getattr(pull, "changed_files", 0) or 0):
+        return "this fork's pull request changes more files than GitHub lists, so it cannot be checked. Nothing was run."
+    code = code_changes(_config(ctx), ctx.settings.config, [p for pair in files for p in pair if p])
+    if not code:
+        return None
+    shown = ", ".join(code_span(p, 120) for p in code[:10]) + (f" and {len(code) - 10} more" if len(code) > 10 else "")
+    return ("this pull request comes from a fork and changes code that would run with this repository's secrets: "
+            f"{shown}. Only skill text from a fork is evaluated. Nothing was run; a maintainer can push the "
+            "branch to this repository to evaluate it.")
+
+
+def code_changes(config: Config, config_file: str, paths: list[str]) -> list[str]:
+    """The paths among ``paths`` (relative to the repository) that are code a command would run:
+    the configuration file, a ``.py`` file under a configured skill folder or suite folder, or
+    anything under a skill's ``scripts/``. The folders are the trusted (default branch) ones."""
+    top = config.root.resolve()
+    skill_dirs = [d for d in (_inside(e.path.parent, top) for e in config.skills) if d is not None]
+    suite_dirs = [d for d in (_inside(e.suite, top) for e in config.skills) if d is not None]
+    config_path = PurePosixPath(config_file)
+    found = []
+    for raw in dict.fromkeys(paths):
+        path = PurePosixPath(raw)
+        inside = [d for d in (*skill_dirs, *suite_dirs) if d == PurePosixPath(".") or d in path.parents]
+        in_scripts = any((d / "scripts") in path.parents for d in skill_dirs if d != PurePosixPath("."))
+        if path == config_path or in_scripts or (inside and path.suffix == ".py"):
+            found.append(raw)
+    return found
+
+
+def _inside(path: Path, top: Path) -> PurePosixPath | None:
+    resolved = path.resolve()
+    return PurePosixPath(resolved.relative_to(top).as_posix()) if resolved.is_relative_to(top) else None
+
+
+def checkout_head(git: Git, number: int, head_sha: str) -> None:
+    """Fetch ``refs/pull/N/head`` from origin and check it out, detached, in the workspace; the
+    fetched commit must be ``head_sha`` (what the checks above saw)."""
+    def run(*args: str) -> str:
+        proc = subprocess.run(["git", *args], cwd=git.root, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines()
+            raise RuntimeFailure(f"git {args[0]} failed: {lines[-1] if lines else proc.returncode}",
+                                 hint="check out the repository with actions/checkout (fetch-depth: 0) before the action")
+        return proc.stdout.strip()
+
+    run("fetch", "--no-tags", "--quiet", "origin", f"+refs/pull/{number}/head:refs/remotes/origin/pull/{number}/head")
+    fetched = run("rev-parse", "--verify", f"refs/remotes/origin/pull/{number}/head^{{commit}}")
+    if fetched != head_sha:
+        raise RuntimeFailure(f"pull request #{number} moved to {fetched[:7]} while the command was checked "
+                             f"(checked {head_sha[:7]}); nothing was run", hint="comment the command again")
+    run("checkout", "--quiet", "--detach", head_sha)
+
+
+def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullRequest) -> int:
+    """``/skillopt eval``: the head's skills beside the default branch's last score."""
+    from skillopt_ci.github.action import selected_skills
+
+    s = ctx.settings
+    entries = selected_skills(config, s.skills)
+    reason = missing_key(config, ("target", "judge"))
+    if reason:
+        return skip(ctx, "No model key", f"{reason}. Nothing was evaluated.")
+    names = ", ".join(code_span(e.name, 60) for e in entries)
+    if s.comment:
+        ctx.publish(lambda: publisher.upsert_comment(pr.number, f"{MARKER}\n## skillopt-ci eval: ⏳ evaluating…\n\n"
+                                                     f"Evaluating {names} at `{pr.head_sha[:7]}`.\n"))
+    stored, warning = trend.read_scores(s.scores_dir)
+    if warning:
+        command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
+    default_ref = s.sha or pr.base_sha
+    with EvalSession(config, **ctx.session_options) as session:
+        summaries, failed, worth = trend.evaluate_entries(ctx, config, session, entries, f"pr{pr.number}")
+        notes = trend.notes_of(worth, failed)
+        rows = []
+        for entry, summary in zip(entries, summaries, strict=True):
+            last = stored.get(entry.name)
+            if last is None:
+                out = config.runs_dir / run_dir_name("default-branch", entry.name, default_ref[:12])
+                ctx.run_dirs.append(out)
+                last = trend.recompute(config, session, entry, Git(s.workspace), default_ref, out)
+            rows.append((entry.name, summary, last, "not on the default branch"))
+    mark = "❌" if failed else "✅"
+    body = (f"## skillopt-ci eval: {mark} {len(summaries)} skill(s) at `{pr.head_sha[:7]}`\n\n"
+            f"{trend.trend_table(rows)}\n{notes}\n" + (f"\n[Workflow run]({s.run_url})\n" if s.run_url else ""))
+    ctx.summary(body)
+    if s.comment:
+        url = ctx.publish(lambda: publisher.upsert_comment(pr.number, f"{MARKER}\n{body}"))
+        if url:
+            ctx.outputs["comment-url"] = url
+    ctx.outputs["verdict"] = "failed" if failed else "passed"
+    return EXIT_FAILED if failed and s.fail else EXIT_OK
+
+
+def _train(ctx: Context, publisher: Publisher, pr: PullRequest) -> int:
+    """``/skillopt train``: nightly training's flow on the head; the sticky comment links its result."""
+    code = train_flow(ctx)
+    numbers = ctx.outputs.get("pr-number", "")
+    line = (f"training improved the skill: pull request {', '.join('#' + n for n in numbers.split())}" if numbers
+            else f"training: {ctx.outputs.get('verdict', 'unchanged')}; no pull request")
+    if ctx.settings.comment:
+        run = f"\n\n[Workflow run]({ctx.settings.run_url})" if ctx.settings.run_url else ""
+        ctx.publish(lambda: publisher.upsert_comment(pr.number, f"{MARKER}\n## skillopt-ci train\n\n{line}.{run}\n"))
+    return code
