@@ -168,3 +168,18 @@ def test_batch_refuses_an_agent_cli_environment(tmp_path, server):
     assert res.code == 2, res.err
     assert "--batch: the codex environment's agent calls the model itself" in res.err.splitlines()[0]
     assert "suite.yaml" in res.err and server.call_count == 0
+
+
+def test_merged_batch_shards_keep_the_batch_price(tmp_path, server):
+    project = batch_project(tmp_path / "proj", server)
+    for i in (1, 2):
+        res = run_cli("eval", "ticket-triage", "--out", str(tmp_path / f"s{i}"), "--batch", "--shard", f"{i}/2",
+                      "--quiet", cwd=project, env=KEYS)
+        assert res.code == 0, res.err
+    merged = run_cli("merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "m"), cwd=project)
+    assert merged.code == 0, merged.err
+    m = summary(tmp_path / "m")
+    assert m["pricing"] == "batch" and m["n_results"] == 12
+    assert m["cost_usd"] == pytest.approx(summary(tmp_path / "s1")["cost_usd"] + summary(tmp_path / "s2")["cost_usd"],
+                                          abs=1e-6)
+    assert "(batch price)" in merged.out

@@ -141,7 +141,9 @@ def merge_eval_runs(dirs: Sequence[Path], out: Path,
         complete=all(s.complete for s in summaries) and not missing,
         stopped=stopped, tool_version=ref.tool_version,
     )
-    summary = replace(summary, missing_tasks=missing)
+    # Shards priced alike (all at the batch price) keep that note; a mix says nothing it cannot back.
+    pricing = {s.pricing for s in summaries}
+    summary = replace(summary, missing_tasks=missing, pricing=pricing.pop() if len(pricing) == 1 else None)
     manifest = {**{k: first[k] for k in IDENTITY if k in first}, "shard": None, "task_ids": task_ids}
     run = RunDir(out)
     run.open(manifest, fresh=True)
