@@ -20,12 +20,12 @@ with a good one:
    task this is a sequential probability ratio test of "the edit wins here with probability 0.8"
    against "0.2": each win multiplies the likelihood ratio by 4 and each non-win divides it by 4,
    so a task is decided at a net of +2 wins (confirmed) or -2, within :data:`CONFIRM_ROUNDS`
-   rounds. The edit is kept as soon as one of its fixed tasks is confirmed, dropped when none can
-   be. The pairing matters: a failure that was noise (the incumbent usually gets it right) is
+   rounds. Tasks are tested :data:`CONFIRM_WIDTH` at a time, in order; the edit is kept as soon as
+   one of its fixed tasks is confirmed, dropped when none can be. The pairing matters: a failure that was noise (the incumbent usually gets it right) is
    "fixed" by any edit, but the incumbent wins it back as often, so it is not confirmed (about 1
    time in 100 where both sides are right 9 times in 10), while a real fix (0.9 against 0.1) is
-   confirmed about 86 times in 100 per task. The first round also re-runs three rollout successes
-   with the edit; an edit that breaks more of them than it fixed failures is dropped.
+   confirmed about 86 times in 100 per task. A confirmed edit then re-runs three rollout
+   successes; one that breaks more of them than it confirmed fixes is dropped.
 
 The candidate is rebuilt from the kept edits (applied in order). An edit proposed only by success
 reflections has no failure to fix, and an edit that cannot be applied alone (its anchor comes from
@@ -52,7 +52,8 @@ from skillopt_ci.train.propose import Proposed
 SUCCESSES = 3  # minibatch successes re-run to catch breakage
 SAMPLE_BASE = 1000  # screening sample indices start here, clear of the rollouts' (one per epoch)
 CONFIRM_NET = 2  # net improvements that decide the confirmation test (likelihood ratio 4**2 = 16)
-CONFIRM_ROUNDS = 4  # rounds of confirmation before an undecided edit is dropped
+CONFIRM_ROUNDS = 4  # rounds of the paired test per task before it counts as not confirmed
+CONFIRM_WIDTH = 2  # fixed tasks tested side by side at a time (more: fewer rounds, more calls)
 
 Runner = Callable[..., dict[str, float]]  # (skill text, task ids, label[, sample offset]) -> score per task
 
@@ -160,6 +161,29 @@ class Screener:
         return Screening(text, kept, note(edits, True, f"screening: {len(kept)} of {len(applied)} edits "
                                                        "confirmed alone"))
 
+    def _confirm(self, step_id: str, index: int, text: str, incumbent_text: str, fixed: Sequence[str],
+                 run: Runner) -> tuple[int, int, int]:
+        """The per-task paired test on the tasks an edit fixed, :data:`CONFIRM_WIDTH` tasks at a time
+        (in order), each for at most :data:`CONFIRM_ROUNDS` rounds, stopping at the first confirmed
+        task: (tasks confirmed, paired wins, paired non-wins)."""
+        net = dict.fromkeys(fixed, 0)  # per fixed task: paired wins minus non-wins so far
+        rounds = dict.fromkeys(fixed, 0)
+        good = bad = 0
+        for look in range(1, len(fixed) * CONFIRM_ROUNDS + 1):
+            open_ = [t for t in fixed if abs(net[t]) < CONFIRM_NET and rounds[t] < CONFIRM_ROUNDS][:CONFIRM_WIDTH]
+            if not open_ or any(v >= CONFIRM_NET for v in net.values()):
+                break
+            at = fresh_offset(step_id, f"confirm-{index}", look)
+            again = run(text, open_, f"edit-{index}-confirm-{look}", at)
+            control = run(incumbent_text, open_, f"edit-{index}-control-{look}", at)
+            for t in open_:
+                rounds[t] += 1
+                if t in again and t in control:
+                    win = again[t] > control[t]
+                    net[t] += 1 if win else -1
+                    good, bad = good + win, bad + (not win)
+        return sum(1 for v in net.values() if v >= CONFIRM_NET), good, bad
+
     def _confirm_alone(self, step_id: str, incumbent_text: str, index: int, edit: Edit, proposed: Proposed,
                        before: Mapping[str, float], run: Runner) -> ScreenedEdit:
         successes = proposed.successes[:SUCCESSES]
@@ -175,27 +199,15 @@ class Screener:
         if not fixed:
             return ScreenedEdit(edit, sources, 0, 0, False, f"screened out alone: fixed none of {len(sources)} "
                                                            "training failures")
-        net = dict.fromkeys(fixed, 0)  # per fixed task: paired wins minus non-wins so far
-        good = bad = broken = 0
-        for round_no in range(1, CONFIRM_ROUNDS + 1):
-            open_ = [t for t in fixed if abs(net[t]) < CONFIRM_NET]
-            at = fresh_offset(step_id, f"confirm-{index}", round_no)
-            again = run(text, (*open_, *successes) if round_no == 1 else open_, f"edit-{index}-confirm-{round_no}", at)
-            control = run(incumbent_text, open_, f"edit-{index}-control-{round_no}", at)
-            for t in (t for t in open_ if t in again and t in control):
-                win = again[t] > control[t]
-                net[t] += 1 if win else -1
-                good, bad = good + win, bad + (not win)
-            if round_no == 1:
-                broken = sum(1 for t in successes if t in again and t in before and again[t] < before[t])
-            if broken > len(fixed) or any(v >= CONFIRM_NET for v in net.values()) \
-                    or all(abs(v) >= CONFIRM_NET for v in net.values()):
-                break
-        confirmed = sum(1 for v in net.values() if v >= CONFIRM_NET)
+        confirmed, good, bad = self._confirm(step_id, index, text, incumbent_text, fixed, run)
+        broken = 0
+        if confirmed and successes:  # breakage, checked once the edit has shown it fixes something
+            again = run(text, successes, f"edit-{index}-successes", fresh_offset(step_id, f"successes-{index}", 1))
+            broken = sum(1 for t in successes if t in again and t in before and again[t] < before[t])
         done = (f"fixed {len(fixed)} of {len(sources)} training failures, confirmed {confirmed} "
                 f"(beat the incumbent in {good} of {good + bad} paired re-runs)")
         if broken:
             done += f", broke {broken} of {len(successes)} successes"
-        kept = confirmed > 0 and broken <= len(fixed)
+        kept = confirmed > 0 and broken <= confirmed
         return ScreenedEdit(edit, sources, len(fixed), broken, kept,
                             f"{'kept' if kept else 'screened out'}: alone it {done}", (good, bad))
