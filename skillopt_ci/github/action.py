@@ -194,10 +194,7 @@ FORK = ("Pull request from a fork", "Fork pull requests run without secrets and 
 
 def gate_flow(ctx: Context) -> int:
     s = ctx.settings
-    pr = s.pull_request()
-    if pr is None:
-        raise InputError(f"mode gate needs a pull_request event, got {s.event_name!r}",
-                         hint="use mode: auto or eval for schedule and workflow_dispatch")
+    pr = s.gate_pull_request()
     if pr.fork and s.event_name != "issue_comment":  # a command has checked the fork's files already
         return skip(ctx, *FORK)
     config = _config(ctx)

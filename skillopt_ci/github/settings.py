@@ -79,6 +79,14 @@ class ActionSettings:
             return self.mode
         return "gate" if self.event_name in ("pull_request", "pull_request_target") else "eval"
 
+    def gate_pull_request(self) -> PullRequest:
+        """The pull request a gate runs on; bad input when the event has none."""
+        pr = self.pull_request()
+        if pr is None:
+            raise InputError(f"mode gate needs a pull_request event, got {self.event_name!r}",
+                             hint="use mode: auto or eval for schedule and workflow_dispatch")
+        return pr
+
     def pull_request(self) -> PullRequest | None:
         pr = self.event.get("pull_request")
         if not isinstance(pr, Mapping):

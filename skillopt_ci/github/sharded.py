@@ -93,10 +93,7 @@ def _merge_gate(ctx: Context) -> int:
     from skillopt_ci.github.action import FORK, _config, publish_gate, skip
 
     s = ctx.settings
-    pr = s.pull_request()
-    if pr is None:
-        raise InputError(f"mode gate needs a pull_request event, got {s.event_name!r}",
-                         hint="use mode eval for schedule and workflow_dispatch")
+    pr = s.gate_pull_request()
     if pr.fork:
         return skip(ctx, *FORK)
     config = _config(ctx)

@@ -55,6 +55,20 @@ class BatchClient(Protocol):
     async def results(self, batch_id: str) -> dict[str, bytes | ProviderError]: ...
 
 
+class SpeaksBackend:
+    """A batch client's lines are its backend's own requests and responses: the same body a
+    synchronous call sends, read the same way."""
+
+    backend: Any
+
+    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec],
+                     reply: Any) -> dict[str, Any]:
+        return self.backend.request_body(messages, params, tools, reply)
+
+    def read(self, content: bytes, latency: float, reply: Any) -> Completion:
+        return self.backend.read(content, latency, reply)
+
+
 def batch_problem(spec: ModelSpec) -> str | None:
     """Why ``spec``'s calls cannot go through a batch API, or ``None``."""
     if spec.provider not in BATCH_PROVIDERS:

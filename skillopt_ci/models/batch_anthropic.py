@@ -7,12 +7,11 @@ canceled or expired one is retryable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.models.anthropic_backend import AnthropicBackend
-from skillopt_ci.models.base import Completion, Message, ToolSpec
+from skillopt_ci.models.batch import SpeaksBackend
 from skillopt_ci.models.openai_backend import status_error, to_provider_error
 
 _STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
@@ -20,20 +19,13 @@ _STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permissio
            "overloaded_error": 529}
 
 
-class AnthropicBatch:
+class AnthropicBatch(SpeaksBackend):
     provider = "anthropic"
 
     def __init__(self, backend: AnthropicBackend):
         self.backend = backend
         self._client: Any = backend._client
         self._sdk: Any = backend._anthropic
-
-    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec],
-                     reply: Any) -> dict[str, Any]:
-        return self.backend.request_body(messages, params, tools, reply)
-
-    def read(self, content: bytes, latency: float, reply: Any) -> Completion:
-        return self.backend.read(content, latency, reply)
 
     async def submit(self, lines: list[tuple[str, dict[str, Any]]]) -> str:
         try:

@@ -10,17 +10,16 @@ call; an expired line (the window passed) is retryable.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
-from skillopt_ci.models.base import Completion, Message, ToolSpec
+from skillopt_ci.models.batch import SpeaksBackend
 from skillopt_ci.models.openai_backend import OpenAIBackend, status_error, to_provider_error
 
 ENDED = ("completed", "failed", "expired", "cancelled")
 
 
-class OpenAIBatch:
+class OpenAIBatch(SpeaksBackend):
     def __init__(self, backend: OpenAIBackend):
         self.backend = backend
         self.provider = backend.provider
@@ -29,13 +28,6 @@ class OpenAIBatch:
         # Azure's batch lines and endpoint name the path below its deployment-less /openai root
         self.url = "/chat/completions" if backend.provider == "azure-openai" else "/v1/chat/completions"
         self._batches: dict[str, Any] = {}
-
-    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec],
-                     reply: Any) -> dict[str, Any]:
-        return self.backend.request_body(messages, params, tools, reply)
-
-    def read(self, content: bytes, latency: float, reply: Any) -> Completion:
-        return self.backend.read(content, latency, reply)
 
     async def submit(self, lines: list[tuple[str, dict[str, Any]]]) -> str:
         data = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": self.url, "body": body},
