@@ -11,6 +11,7 @@ from skillopt_ci.core.sequential import (
     fresh_offset,
     look,
     look_alpha,
+    look_noninferior,
     paired_deltas,
     reason,
     validate,
@@ -126,3 +127,41 @@ def accept_rate(runs: int, rounds: int, gain_tasks: int, seed: str) -> float:
 def test_an_aa_candidate_is_accepted_at_most_alpha_of_the_time_and_a_real_gain_mostly(rounds):
     assert accept_rate(400, rounds, 0, f"aa:{rounds}") <= 0.05
     assert accept_rate(200, rounds, 9, f"ab:{rounds}") >= 0.7  # +0.30
+
+
+# ---- non-inferiority (a candidate whose every edit was confirmed in screening) -------------------
+
+def test_noninferiority_accepts_level_or_slightly_behind_and_rejects_a_clear_loss():
+    cand, inc = sides(0, 0)  # level on every task
+    level = look_noninferior(cand, inc, IDS, alpha=0.05)
+    assert level.verdict == "accept" and level.delta == 0.0 and level.rule == "no significant loss"
+    behind = look_noninferior(*reversed(sides(2)), IDS, alpha=0.05)  # 2 tasks of 24 lost: noise
+    assert behind.verdict == "accept" and behind.delta < 0
+    lost = look_noninferior(*reversed(sides(8)), IDS, alpha=0.05)  # 8 of 24 lost, none won
+    assert lost.verdict == "reject" and lost.rule == "significantly worse" and lost.upper < 0
+    assert reason(lost, rounds_used=1, mode="non-inferiority", alpha=0.05).startswith("rejected: -0.333 [")
+    assert look_noninferior({IDS[0]: [1.0]}, {IDS[0]: [0.0]}, IDS, alpha=0.05).verdict == "reject"  # 1 task
+
+
+def test_noninferiority_rejects_an_equal_candidate_at_most_alpha_of_the_time():
+    """A/A: both sides pass each task with its own probability; the candidate is rejected (a false
+    alarm of harm) at most alpha of the time. A candidate that lost a kind (4 tasks from 0.9 to
+    0.1) is caught several times as often, but only about one time in five: 24 tasks give little
+    power against a one-kind loss, which is why screening, not validation, is the guard against a
+    harmful edit."""
+    rng = random.Random("noninferior")
+    p = {t: 0.9 if i % 2 == 0 else 0.1 for i, t in enumerate(IDS)}
+    harmed = dict(p)
+    for t in IDS[0:8:2]:
+        harmed[t] = 0.1
+
+    def reject_rate(candidate: dict, runs: int) -> float:
+        rejected = 0
+        for _ in range(runs):
+            cand = {t: [float(rng.random() < candidate[t])] for t in IDS}
+            inc = {t: [float(rng.random() < p[t])] for t in IDS}
+            rejected += look_noninferior(cand, inc, IDS, alpha=0.05).verdict == "reject"
+        return rejected / runs
+
+    assert reject_rate(p, 400) <= 0.05
+    assert reject_rate(harmed, 200) >= 0.12
