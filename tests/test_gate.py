@@ -375,4 +375,4 @@ def test_a_new_skill_merged_from_incomplete_shards_is_inconclusive(tmp_path, ser
     res = run_cli("merge", *shards, "--out", str(tmp_path / "m"), cwd=root)
     [skill] = gate_json(tmp_path / "m")["skills"]
     assert skill["verdict"] == "inconclusive" and "not merged" in skill["reason"], skill["reason"]
-    assert res.code == 0 and res.err.startswith("inconclusive")
+    assert res.code == 3 and res.err.startswith("inconclusive")

@@ -117,7 +117,8 @@ def test_merging_two_of_three_gate_shards_is_inconclusive(tmp_path, server):
     res = run_cli("merge", shards[0], shards[1], "--out", str(tmp_path / "merged"), cwd=root)
     skill = gate_json(tmp_path / "merged")["skills"][0]
     assert skill["verdict"] == "inconclusive", skill["reason"]
-    assert res.code == 0 and res.err.startswith("inconclusive")
+    assert res.code == 3 and res.err.startswith("inconclusive")  # a partial merge never passes
+    assert "incomplete: shard 3/3 not merged" in res.err
     assert skill["head"]["complete"] is False and skill["head"]["missing_tasks"]
     # The full set fails like the single run does.
     assert run_cli("merge", *shards, "--out", str(tmp_path / "all"), cwd=root).code == 1

@@ -31,8 +31,11 @@ def _session(config: Any, cache_mode: str | None, quiet: bool, strict: bool = Fa
 BASELINE_HELP = "Also evaluate the head with no skill and report what the skill adds; the verdict is unchanged."
 
 
-def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = False) -> None:
-    """Write report.md, print the table (or gate.json, or the markdown) and exit with the gate's code."""
+def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = False,
+                 incomplete: str | None = None) -> None:
+    """Write report.md, print the table (or gate.json, or the markdown) and exit with the gate's
+    code; a merge missing shards (``incomplete``: why) exits 3 whatever the verdicts, as an
+    incomplete eval merge does, so a partial merge never passes for the whole split."""
     from skillopt_ci.engine.rundir import write_atomic
     from skillopt_ci.gate.report import render_gate, terminal_table
 
@@ -48,6 +51,9 @@ def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = Fals
     code = 1 if report.failed and not report.overridden else 0
     reasons = [f"{s.change.name}: {s.reason}" for s in report.skills if s.failed or s.verdict == "inconclusive"]
     click.echo(f"{report.verdict}" + (": " + "; ".join(reasons) if reasons else ""), err=True)
+    if incomplete:
+        click.echo(f"incomplete: {incomplete}; merge every shard's directory", err=True)
+        sys.exit(EXIT_RUNTIME)
     sys.exit(code)
 
 
@@ -149,7 +155,7 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
     from skillopt_ci.engine.merge import kind_of, merge_eval_runs
     from skillopt_ci.engine.rundir import write_atomic
     from skillopt_ci.engine.runlock import RunLock
-    from skillopt_ci.gate.merge import merge_gate_runs
+    from skillopt_ci.gate.merge import incomplete_note, merge_gate_runs
     from skillopt_ci.inputs.writable import check_dir
     from skillopt_ci.render.eval_report import eval_report, score_table
 
@@ -159,7 +165,8 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
         raise InputError("cannot merge eval runs with gate runs", hint="pass the shard directories of one job")
     with RunLock(out):
         if kinds == {"gate"}:
-            _finish_gate(merge_gate_runs(list(dirs), out), out, as_json)
+            report = merge_gate_runs(list(dirs), out)
+            _finish_gate(report, out, as_json, incomplete=incomplete_note(report))
         summary, results = merge_eval_runs(list(dirs), out)
         write_atomic(out / "report.md", eval_report(summary, results))
     click.echo(json.dumps(summary.to_dict(), indent=2) if as_json else score_table([summary]))

@@ -12,8 +12,9 @@ Each shard's ``run.json`` records its shard (``i/n``) and every task of the spli
 - a directory or a shard given twice, shards of different ``n``, or a run without ``--shard``
   among shards is refused (exit 2);
 - a missing shard makes the merged summary incomplete: ``complete: false``, ``missing_tasks``
-  lists the tasks no shard held, and the coverage counts them as unmeasured (the CLI exits 3;
-  a merged gate decides over the whole split, so the skill is inconclusive).
+  lists the tasks no shard held, and the coverage counts them as unmeasured (the CLI exits 3,
+  for a gate merge too: a merged gate decides over the whole split, so the skill is
+  inconclusive, and a partial merge never passes for the whole split).
 Run directories written before the split's task list was recorded merge only when all ``n``
 shards are given (their union is then the split); otherwise the missing tasks are unknown and
 merge says so (exit 2).
