@@ -155,8 +155,6 @@ class ScreenNote:
     edits: tuple[ScreenedEdit, ...]
     passed: bool
     reason: str
-    # The failures that failed again when the incumbent was re-run on them (None: no control run).
-    recurred: tuple[str, ...] | None = None
 
     @property
     def dropped(self) -> list[ScreenedEdit]:
@@ -169,19 +167,15 @@ class ScreenNote:
         return self.passed and bool(kept) and all(e.confirmed is not None for e in kept)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"failures": list(self.failures), "successes": list(self.successes),
-               "sample_offset": self.sample_offset, "fixed": self.fixed, "broken": self.broken,
-               "edits": [e.to_dict() for e in self.edits], "passed": self.passed, "reason": self.reason}
-        if self.recurred is not None:
-            out["recurred"] = list(self.recurred)
-        return out
+        return {"failures": list(self.failures), "successes": list(self.successes),
+                "sample_offset": self.sample_offset, "fixed": self.fixed, "broken": self.broken,
+                "edits": [e.to_dict() for e in self.edits], "passed": self.passed, "reason": self.reason}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScreenNote:
-        recurred = data.get("recurred")
         return cls(tuple(data["failures"]), tuple(data["successes"]), int(data["sample_offset"]), data["fixed"],
                    data["broken"], tuple(ScreenedEdit.from_dict(e) for e in data["edits"]), bool(data["passed"]),
-                   str(data["reason"]), None if recurred is None else tuple(recurred))
+                   str(data["reason"]))
 
 
 @dataclass(frozen=True)
