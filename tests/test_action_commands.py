@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,23 +32,53 @@ def better_skill() -> str:
     return (REPO / SKILL).read_text().replace(BUG_RULE, BETTER_RULES)
 
 
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link to ``target``, as a file of a commit."""
+
+    target: str
+
+
+def write_files(root: Path, files: dict[str, str | bytes | Link | None]) -> None:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        if isinstance(content, Link):
+            path.symlink_to(content.target)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        elif content is not None:
+            path.write_text(content)
+    git(root, "add", "-A")
+
+
 class CommentedPR:
     """Pull request #7 in a real repository (``origin`` is a bare repository holding ``main`` and
     ``refs/pull/7/head``, the workspace is checked out at ``main`` as the workflow leaves it), the
     same pull request in the fake GitHub, and the comment events a reviewer sends."""
 
-    def __init__(self, tmp_path: Path, fake: FakeGitHub, server, edits: dict[str, str], *, fork: bool = False,
-                 number: int = 7):
+    def __init__(self, tmp_path: Path, fake: FakeGitHub, server, edits: dict[str, str | bytes | Link], *,
+                 fork: bool = False, number: int = 7, before: Callable[[Path], dict] | None = None,
+                 main_after: Callable[[Path], dict] | None = None):
+        """``edits`` make the head (text, bytes, or a :class:`Link`). ``before(root)`` and
+        ``main_after(root)`` return files committed on main before the head branches off and after
+        (so the head is based on an older main)."""
         self.tmp, self.fake, self.number = tmp_path, fake, number
         self.root = make_repo(tmp_path, server.openai_base_url)
-        self.base_sha = git(self.root, "rev-parse", "main")
+        if before:
+            write_files(self.root, before(self.root))
+            git(self.root, "commit", "-q", "-m", "older main")
         git(self.root, "checkout", "-q", "-b", "feature")
-        for rel, text in edits.items():
-            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (self.root / rel).write_text(text)
-        git(self.root, "add", "-A")
+        write_files(self.root, edits)
         git(self.root, "commit", "-q", "-m", "change")
         self.head_sha = git(self.root, "rev-parse", "HEAD")
+        git(self.root, "checkout", "-q", "main")
+        if main_after:
+            write_files(self.root, main_after(self.root))
+            git(self.root, "commit", "-q", "-m", "main moves on")
+        self.base_sha = git(self.root, "rev-parse", "main")
         origin = tmp_path / "origin.git"
         subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
         git(self.root, "remote", "add", "origin", str(origin))
@@ -88,7 +120,10 @@ class CommentedPR:
         }
 
     def comment(self, body: str, login: str = "alice", **extra: str):
-        return run_cli("action", env=self.env(self.event(body, login), **extra), cwd=self.root)
+        return self.run(self.event(body, login), **extra)
+
+    def run(self, event: dict, event_name: str = "issue_comment", **extra: str):
+        return run_cli("action", env=self.env(event, event_name, **extra), cwd=self.root)
 
     def comments(self) -> list[dict]:
         return self.fake.comments_on(self.number)
@@ -176,11 +211,11 @@ def test_a_fork_that_changes_a_python_scorer_is_refused_with_the_reason(tmp_path
     assert res.code == 0, res.err
     assert server.call_count == 0 and pr.sticky() == []
     [reply] = pr.replies()
-    assert "comes from a fork and changes code that would run with this repository's secrets" in reply
+    assert "comes from a fork and changes files that select or are code" in reply
     assert f"`{scorer}`" in reply and f"`{SKILL}`" not in reply  # names the code, not the skill
     assert "Nothing was run" in reply
     assert pr.checked_out() == pr.base_sha
-    assert "changes code that would run" in pr.summary and pr.verdict() == "refused"
+    assert "changes files that select or are code" in pr.summary and pr.verdict() == "refused"
 
 
 def test_a_fork_that_changes_the_configuration_is_refused(tmp_path, fake, server):
@@ -197,7 +232,13 @@ def test_a_forks_skill_text_is_evaluated(tmp_path, fake, server):
                      fork=True)
     res = pr.comment("/skillopt eval")
     assert res.code == 0, res.err + res.out
-    assert server.call_count > 0 and pr.checked_out() == pr.head_sha
+    assert server.call_count > 0
+    # Not the fork's commit: the base branch with the fork's two documents in place.
+    evaluated = pr.checked_out()
+    assert evaluated != pr.head_sha
+    changed = git(pr.root, "diff", "--name-only", pr.base_sha, evaluated).splitlines()
+    assert changed == ["skills/ticket-triage/SKILL.md", "skills/ticket-triage/notes.md"]
+    assert (pr.root / SKILL).read_text() == better_skill()
     [sticky] = pr.sticky()
     assert "## skillopt-ci eval: ✅" in sticky["body"] and pr.replies() == []
 

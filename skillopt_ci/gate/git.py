@@ -17,6 +17,21 @@ from skillopt_ci.core.errors import InputError, RuntimeFailure
 
 
 @dataclass(frozen=True)
+class RawChange:
+    """One path of ``git diff --raw`` (renames split into a deletion and an addition): the mode
+    and blob on each side (``mode`` ``000000`` where the side has no file)."""
+
+    path: str
+    old_mode: str
+    new_mode: str
+    new_blob: str
+
+    @property
+    def deleted(self) -> bool:
+        return self.new_mode == "000000"
+
+
+@dataclass(frozen=True)
 class FileChange:
     """One path changed between two commits. ``status`` is git's letter: A, M, D, R, C, T."""
 
@@ -31,9 +46,11 @@ class Git:
     def __init__(self, root: Path):
         self.root = root
 
-    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    def _run(self, *args: str, check: bool = True, env: dict[str, str] | None = None,
+             timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
         try:
-            proc = subprocess.run(["git", *args], cwd=self.root, capture_output=True, timeout=120)
+            proc = subprocess.run(["git", *args], cwd=self.root, capture_output=True, timeout=timeout,
+                                  env={**os.environ, **env} if env else None)
         except FileNotFoundError:
             raise RuntimeFailure("git is not installed or not on PATH") from None
         except subprocess.TimeoutExpired:
@@ -131,3 +148,48 @@ class Git:
                     target.write_bytes(source.read() if source else b"")
                     if member.mode & 0o100:
                         target.chmod(0o755)
+
+    def raw_changes(self, base: str, head: str) -> list[RawChange]:
+        """Every path that differs between two commits, with modes and the head's blob; renames
+        are not detected (a rename is its deletion and its addition), so no path hides."""
+        out = self._run("diff", "--raw", "-z", "--no-renames", "--no-abbrev", base, head, "--").stdout
+        fields = out.decode("utf-8", "surrogateescape").split("\0")
+        changes = []
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+            if not meta.startswith(":"):
+                break
+            old_mode, new_mode, _old_blob, new_blob, _status = meta[1:].split(" ")
+            changes.append(RawChange(path, old_mode, new_mode, new_blob))
+        return changes
+
+    def blob_size(self, blob: str) -> int:
+        return int(self._run("cat-file", "-s", blob).stdout.decode().strip())
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return self._run("merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0
+
+    def fetch(self, remote: str, refspec: str) -> None:
+        """``git fetch`` of one refspec (objects and the ref only: the work tree is not touched)."""
+        self._run("fetch", "--no-tags", "--quiet", remote, refspec, timeout=300)
+
+    def checkout_detached(self, sha: str) -> None:
+        self._run("checkout", "--quiet", "--detach", sha, timeout=300)
+
+    def commit_with(self, base: str, files: dict[str, str | None], message: str) -> str:
+        """A new commit whose parent is ``base`` and whose tree is ``base``'s with ``files``
+        replaced: path → the blob to put there as a regular file (mode 100644), or None to remove
+        it. Written through a private index; no ref, the index and the work tree are untouched."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="skillopt-index-") as scratch:
+            env = {"GIT_INDEX_FILE": str(Path(scratch) / "index"), "GIT_AUTHOR_NAME": "skillopt-ci",
+                   "GIT_AUTHOR_EMAIL": "skillopt-ci@users.noreply.github.com",
+                   "GIT_COMMITTER_NAME": "skillopt-ci", "GIT_COMMITTER_EMAIL": "skillopt-ci@users.noreply.github.com"}
+            self._run("read-tree", base, env=env)
+            for path, blob in sorted(files.items()):
+                if blob is None:
+                    self._run("update-index", "--force-remove", "--", path, env=env)
+                else:
+                    self._run("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+            tree = self._run("write-tree", env=env).stdout.decode().strip()
+            return self._run("commit-tree", tree, "-p", base, "-m", message, env=env).stdout.decode().strip()

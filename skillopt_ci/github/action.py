@@ -56,6 +56,10 @@ class Context:
     outputs: dict[str, str] = field(default_factory=dict)
     publish_errors: list[PublishError] = field(default_factory=list)
     run_dirs: list[Path] = field(default_factory=list)
+    # A fork's head as the trust model allows it (github/commands.py): the commit evaluated in
+    # its place (the base branch with the fork's skill documents), and the line that says so.
+    evaluated_head: str | None = None
+    trust_note: str = ""
 
     def summary(self, markdown: str) -> None:
         append_summary(self.settings.summary_file, markdown)
@@ -108,6 +112,8 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
         if settings.event_name == "issue_comment":  # a reviewer's /skillopt command (github/commands.py)
             from skillopt_ci.github.commands import command_flow
             code = command_flow(ctx)
+        elif _fork_pull_request(settings):  # never a fork's code, and no key, in any mode
+            code = skip(ctx, *FORK)
         else:
             code = flows["merge" if settings.shards_path else settings.resolved_mode](ctx)
     except SkilloptError as exc:
@@ -192,14 +198,25 @@ FORK = ("Pull request from a fork", "Fork pull requests run without secrets and 
         "repository.")
 
 
+def _fork_pull_request(settings: ActionSettings) -> bool:
+    """A ``pull_request`` (or ``pull_request_target``) event whose head is a fork's: skipped in
+    every mode. A reviewer command on a fork is the one path that evaluates one (commands.py)."""
+    if settings.event_name == "issue_comment":
+        return False
+    pr = settings.pull_request()
+    return pr is not None and pr.fork
+
+
 def gate_flow(ctx: Context) -> int:
     s = ctx.settings
     pr = s.gate_pull_request()
-    if pr.fork and s.event_name != "issue_comment":  # a command has checked the fork's files already
+    if pr.fork and ctx.evaluated_head is None:  # only a command's trusted tree stands in for a fork's head
         return skip(ctx, *FORK)
     config = _config(ctx)
     git = Git(s.workspace)
-    _, head_sha, _, changes = resolve_changes(config, git, pr.base_sha, pr.head_sha, s.skills)
+    evaluated = ctx.evaluated_head or pr.head_sha
+    _, _, _, changes = resolve_changes(config, git, pr.base_sha, evaluated, s.skills)
+    head_sha = pr.head_sha
     reason = missing_key(config, ("target", "judge")) if changes else None
     if reason:
         return skip(ctx, "No model key", f"{reason}. Add the key as a repository secret and pass it to the "
@@ -216,8 +233,10 @@ def gate_flow(ctx: Context) -> int:
     command("group", "Evaluating changed skills", stream=ctx.out)
     try:
         with EvalSession(config, **ctx.session_options) as session:
-            report = run_gate(config, git, session, out, base_ref=pr.base_sha, head_ref=pr.head_sha, only=s.skills,
+            report = run_gate(config, git, session, out, base_ref=pr.base_sha, head_ref=evaluated, only=s.skills,
                               baseline=s.baseline, shard=s.shard)
+        if evaluated != pr.head_sha:  # the report names the pull request's head, not the stand-in commit
+            report = replace(report, head_ref=pr.head_sha, head_sha=pr.head_sha)
     except SkilloptError as exc:
         if publisher and s.comment and changes:
             body = f"{MARKER}\n## skillopt-ci gate: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
@@ -254,7 +273,7 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
                     title=f"skillopt-ci: {skill.change.name} {skill.verdict}")
     if publisher:
         if s.comment:
-            body = render_gate(report, header=MARKER, run_url=s.run_url)
+            body = render_gate(report, header=MARKER, run_url=s.run_url) + _trust_line(ctx)
             url = ctx.publish(lambda: publisher.upsert_comment(pr.number, body, create=bool(report.skills)))
             if url:
                 ctx.outputs["comment-url"] = url
@@ -276,6 +295,10 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
     if incomplete or (report.failed and not report.overridden and s.fail):
         return EXIT_RUNTIME if incomplete else EXIT_FAILED
     return EXIT_OK
+
+
+def _trust_line(ctx: Context) -> str:
+    return f"\n> {escape_inline(ctx.trust_note, 3000)}\n" if ctx.trust_note else ""
 
 
 def eval_flow(ctx: Context) -> int:

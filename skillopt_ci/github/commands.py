@@ -28,9 +28,7 @@ Outputs: ``verdict`` is ``ignored`` or ``refused`` for 1–5, else the mode's ve
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
 from typing import Any
 
 from skillopt_ci.core.errors import (
@@ -44,10 +42,12 @@ from skillopt_ci.core.errors import (
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.gate.git import Git
+from skillopt_ci.gate.trust import TrustedLayout, plan_untrusted, refusal_text, trusted_head
 from skillopt_ci.github import trend
 from skillopt_ci.github.action import (
     Context,
     _config,
+    _trust_line,
     gate_flow,
     missing_key,
     skip,
@@ -56,7 +56,7 @@ from skillopt_ci.github.action import (
 from skillopt_ci.github.publisher import MARKER, Publisher, PublishError
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.settings import PullRequest
-from skillopt_ci.inputs.config import Config
+from skillopt_ci.inputs.config import Config, load_config
 from skillopt_ci.render.markdown import code_span, escape_inline
 
 PREFIX = "/skillopt"
@@ -188,12 +188,16 @@ def _run_request(ctx: Context, publisher: Publisher, number: int, login: str, re
     pr = _pull_record(pull)
     if pull.state != "open":
         return _refuse(ctx, number, login, f"#{number} is {pull.state}; commands run on open pull requests only.")
+    git = Git(ctx.settings.workspace)
     if pr.fork:
-        why = _fork_refusal(ctx, publisher, pull, request)
-        if why:
-            return _refuse(ctx, number, login, why)
-    checkout_head(Git(ctx.settings.workspace), number, pr.head_sha)
-    config = _config(ctx)  # the head's configuration (a fork cannot have changed it)
+        if request.mode == "train":
+            return _refuse(ctx, number, login, TRAIN_FORK)
+        refusal = _check_out_documents(ctx, git, pr)
+        if refusal:
+            return _refuse(ctx, number, login, refusal)
+    else:
+        checkout_head(git, number, pr.head_sha)
+    config = _config(ctx)  # the head's for this repository's branches; the base's for a fork
     if request.skill is not None and config.skill(request.skill) is None:
         names = ", ".join(code_span(e.name, 60) for e in config.skills)
         return _usage(ctx, number, f"no configured skill named {code_span(request.skill, 60)} (configured: {names})")
@@ -212,6 +216,49 @@ def _run_request(ctx: Context, publisher: Publisher, number: int, login: str, re
         raise
 
 
+TRAIN_FORK = ("training is not run for pull requests from forks: it would train on the fork's changes with this "
+              "repository's secrets and push a branch. Nothing was run.")
+
+
+def _check_out_documents(ctx: Context, git: Git, pr: PullRequest) -> str | None:
+    """A fork's head, as the trust model allows it (:mod:`skillopt_ci.gate.trust`): fetch its
+    objects (never check them out), classify every path it changed against the base branch's
+    configuration, and check out the base commit with the fork's skill documents in place.
+    Returns why the command is refused, or None when the documents are on disk."""
+    fetch_pull_head(git, pr.number, pr.head_sha)
+    base = trusted_base(git, pr)
+    layout = TrustedLayout.of(load_config(ctx.settings.workspace / ctx.settings.config,
+                                          display=ctx.settings.config), ctx.settings.config, git.top_level())
+    plan = plan_untrusted(git, layout, git.merge_base(base, pr.head_sha), pr.head_sha)
+    if plan.refused:
+        return ("this pull request comes from a fork and changes files that select or are code, which only this "
+                "repository's own branches may change:\n\n" + refusal_text(plan.refused) + "\n\nOnly skill documents "
+                "from a fork are evaluated (with the base branch's configuration, suites and scorers). Nothing was "
+                "run; a maintainer can push the branch to this repository to evaluate it.")
+    evaluated = trusted_head(git, base, plan, pr.head_sha)
+    git.checkout_detached(evaluated)
+    ctx.evaluated_head = evaluated
+    used = ", ".join(code_span(p, 120) for p in plan.documents) or "none"
+    ctx.trust_note = (f"From this fork only the skill documents were used ({used}), on the base branch's "
+                      f"configuration, suites and scorers at `{base[:7]}`"
+                      + (f"; {len(plan.ignored)} other changed file(s) were not used." if plan.ignored else "."))
+    ctx.summary(f"### Pull request from a fork\n\n{ctx.trust_note}\n")
+    return None
+
+
+def trusted_base(git: Git, pr: PullRequest) -> str:
+    """The pull request's base commit, checked to be on the base repository's branch (fetched
+    from ``origin``, which is the base repository): the tree a fork is evaluated on."""
+    if not pr.base_ref or pr.base_ref.startswith("-") or ".." in pr.base_ref:
+        raise RuntimeFailure(f"pull request #{pr.number} has no usable base branch ({pr.base_ref!r}); nothing was run")
+    git.fetch("origin", f"+refs/heads/{pr.base_ref}:refs/remotes/origin/{pr.base_ref}")
+    branch = git.resolve(f"refs/remotes/origin/{pr.base_ref}")
+    if not git.is_ancestor(pr.base_sha, branch):
+        raise RuntimeFailure(f"the base commit {pr.base_sha[:7]} of #{pr.number} is not on origin's "
+                             f"{pr.base_ref}; nothing was run", hint="comment the command again")
+    return pr.base_sha
+
+
 def _pull_record(pull: Any) -> PullRequest:
     head_repo = pull.head.repo.full_name if pull.head.repo is not None else None
     return PullRequest(number=pull.number, head_sha=pull.head.sha, base_sha=pull.base.sha, head_ref=pull.head.ref,
@@ -228,63 +275,20 @@ def _event_pull(pull: Any) -> dict[str, Any]:
             "base": {"sha": pr.base_sha, "ref": pr.base_ref, "repo": {"full_name": pull.base.repo.full_name}}}
 
 
-def _fork_refusal(ctx: Context, publisher: Publisher, pull: Any, request: Request) -> str | None:
-    """Why a command on a fork's pull request must not run, or None when it may."""
-    if request.mode == "train":
-        return ("training is not run for pull requests from forks: it would run the fork's changes with this "
-                "repository's secrets and push a branch. Nothing was run.")
-    files = publisher.pull_files(pull)
-    if len(files) >= 3000 or len(files) < int(getattr(pull, "changed_files", 0) or 0):
-        return "this fork's pull request changes more files than GitHub lists, so it cannot be checked. Nothing was run."
-    code = code_changes(_config(ctx), ctx.settings.config, [p for pair in files for p in pair if p])
-    if not code:
-        return None
-    shown = ", ".join(code_span(p, 120) for p in code[:10]) + (f" and {len(code) - 10} more" if len(code) > 10 else "")
-    return ("this pull request comes from a fork and changes code that would run with this repository's secrets: "
-            f"{shown}. Only skill text from a fork is evaluated. Nothing was run; a maintainer can push the "
-            "branch to this repository to evaluate it.")
-
-
-def code_changes(config: Config, config_file: str, paths: list[str]) -> list[str]:
-    """The paths among ``paths`` (relative to the repository) that are code a command would run:
-    the configuration file, a ``.py`` file under a configured skill folder or suite folder, or
-    anything under a skill's ``scripts/``. The folders are the trusted (default branch) ones."""
-    top = config.root.resolve()
-    skill_dirs = [d for d in (_inside(e.path.parent, top) for e in config.skills) if d is not None]
-    suite_dirs = [d for d in (_inside(e.suite, top) for e in config.skills) if d is not None]
-    config_path = PurePosixPath(config_file)
-    found = []
-    for raw in dict.fromkeys(paths):
-        path = PurePosixPath(raw)
-        inside = [d for d in (*skill_dirs, *suite_dirs) if d == PurePosixPath(".") or d in path.parents]
-        in_scripts = any((d / "scripts") in path.parents for d in skill_dirs if d != PurePosixPath("."))
-        if path == config_path or in_scripts or (inside and path.suffix == ".py"):
-            found.append(raw)
-    return found
-
-
-def _inside(path: Path, top: Path) -> PurePosixPath | None:
-    resolved = path.resolve()
-    return PurePosixPath(resolved.relative_to(top).as_posix()) if resolved.is_relative_to(top) else None
-
-
-def checkout_head(git: Git, number: int, head_sha: str) -> None:
-    """Fetch ``refs/pull/N/head`` from origin and check it out, detached, in the workspace; the
-    fetched commit must be ``head_sha`` (what the checks above saw)."""
-    def run(*args: str) -> str:
-        proc = subprocess.run(["git", *args], cwd=git.root, capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            lines = proc.stderr.strip().splitlines()
-            raise RuntimeFailure(f"git {args[0]} failed: {lines[-1] if lines else proc.returncode}",
-                                 hint="check out the repository with actions/checkout (fetch-depth: 0) before the action")
-        return proc.stdout.strip()
-
-    run("fetch", "--no-tags", "--quiet", "origin", f"+refs/pull/{number}/head:refs/remotes/origin/pull/{number}/head")
-    fetched = run("rev-parse", "--verify", f"refs/remotes/origin/pull/{number}/head^{{commit}}")
+def fetch_pull_head(git: Git, number: int, head_sha: str) -> None:
+    """Fetch ``refs/pull/N/head`` from origin (objects only); it must be ``head_sha``, the head the
+    checks saw, else the pull request moved meanwhile and nothing runs."""
+    git.fetch("origin", f"+refs/pull/{number}/head:refs/remotes/origin/pull/{number}/head")
+    fetched = git.resolve(f"refs/remotes/origin/pull/{number}/head")
     if fetched != head_sha:
         raise RuntimeFailure(f"pull request #{number} moved to {fetched[:7]} while the command was checked "
                              f"(checked {head_sha[:7]}); nothing was run", hint="comment the command again")
-    run("checkout", "--quiet", "--detach", head_sha)
+
+
+def checkout_head(git: Git, number: int, head_sha: str) -> None:
+    """A pull request from this repository: its head, fetched and checked out detached."""
+    fetch_pull_head(git, number, head_sha)
+    git.checkout_detached(head_sha)
 
 
 def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullRequest) -> int:
@@ -317,7 +321,8 @@ def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullReq
             rows.append((entry.name, summary, last, "not on the default branch"))
     mark = "❌" if failed else "✅"
     body = (f"## skillopt-ci eval: {mark} {len(summaries)} skill(s) at `{pr.head_sha[:7]}`\n\n"
-            f"{trend.trend_table(rows)}\n{notes}\n" + (f"\n[Workflow run]({s.run_url})\n" if s.run_url else ""))
+            f"{trend.trend_table(rows)}\n{notes}\n" + (f"\n[Workflow run]({s.run_url})\n" if s.run_url else "")
+            + _trust_line(ctx))
     ctx.summary(body)
     if s.comment:
         url = ctx.publish(lambda: publisher.upsert_comment(pr.number, f"{MARKER}\n{body}"))
