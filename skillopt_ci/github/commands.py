@@ -11,14 +11,17 @@ The order of the checks is the contract (docs/security.md explains why):
    write) may run. Anyone else gets a short reply naming who may; nothing runs (exit 0).
 4. The first line is parsed strictly: an unknown subcommand, an extra word, or a skill the
    configuration does not have gets a reply with the help text and exit 2.
-5. The pull request comes from the API: its head commit, and whether the head repository is the
-   base repository. A closed pull request is refused. On a fork, ``train`` is refused, and so is
-   every command when the fork changes code that would run: a Python file under a configured skill
-   or suite folder (the suite folder holds the Python scorer and tool functions), anything under
-   a skill's ``scripts/``, or the configuration file. Skill text is data and may be evaluated.
-6. Only then is the head checked out, in the workspace: ``git fetch origin refs/pull/N/head``;
-   the fetched commit must be the head the API reported (else the pull request moved after the
-   check: refused, comment again), then ``git checkout --detach``.
+5. The pull request comes from the API: its head commit, its base commit and branch, and whether
+   the head repository is the base repository. A closed pull request is refused. A fork's head is
+   never checked out (:mod:`skillopt_ci.gate.trust`): ``train`` is refused; otherwise every path
+   the fork changed since its merge base with the base commit is classified against the base
+   branch's configuration, a change to the configuration, a suite folder or a skill's
+   ``scripts/`` (or a skill file that is not a regular text file under 1 MiB) refuses the command,
+   and the base commit with the fork's skill documents in place is what runs.
+6. Only then is anything checked out, in the workspace: ``git fetch origin refs/pull/N/head``; the
+   fetched commit must be the head the API reported (else the pull request moved after the check:
+   refused, comment again); then the head (this repository's branches) or the base commit with
+   the fork's documents (a fork) is checked out, detached.
 7. The mode runs and answers in the sticky comment (gate: as on ``pull_request``; eval: scores
    beside the default branch's last score, see :mod:`skillopt_ci.github.trend`; train: the
    training pull request).
@@ -71,9 +74,9 @@ HELP = (
     "in a training pull request (not for pull requests from forks)\n"
     "- `/skillopt help` — this text\n\n"
     "Commands run for users with write, maintain or admin permission on the repository. On a pull "
-    "request from a fork, a command is refused when the fork changes code that would run with the "
-    "repository's secrets (Python under a skill or suite folder, a skill's `scripts/`, the "
-    "configuration); skill text alone is evaluated.\n"
+    "request from a fork only the skill documents are used (text files of a configured skill, outside "
+    "its `scripts/`), on the base branch's configuration, suites and scorers; a fork that changes the "
+    "configuration, a suite folder or a skill's `scripts/` is refused.\n"
 )
 
 
