@@ -72,8 +72,10 @@ def test_searchqa_scalar_expected_and_missing_expected():
 def test_report_option_is_checked():
     with pytest.raises(InputError, match='"report" must be hard or soft'):
         build_scorer({"type": "searchqa", "report": "both"}, ".")
-    with pytest.raises(InputError, match="unknown option"):
-        build_scorer({"type": "livemath", "variant": "official"}, ".")
+    with pytest.raises(InputError, match='"variant" must be official or reference'):
+        build_scorer({"type": "livemath", "variant": "strict"}, ".")
+    with pytest.raises(InputError, match='"variant" must be official or reference'):
+        build_scorer({"type": "docvqa", "variant": "anls2"}, ".")
 
 
 # --- LiveMathematicianBench ----------------------------------------------------------------------
@@ -119,6 +121,30 @@ def test_livemath_task_errors():
         score("livemath", "<answer>A</answer>", task("F", choices=OPTIONS))
 
 
+@pytest.mark.parametrize(("reply", "label"), [
+    ("so the result follows. \\boxed{b}", "B"),
+    ("The answer is: c", "C"),
+    ("Answer: (D)", "D"),
+    ("Reasoning...\nFinal: A", "A"),
+    ("I pick (A)", "A"),
+    ("boxed{A} first, then \\boxed{C}", "C"),  # \boxed{} is looked for before boxed{}
+    ("Answer: Because the map is onto", "B"),  # the authors' pattern reads the B of Because
+    ("<answer>B</answer>", None),  # the method's tags are not the authors' protocol
+    ("", None),
+])
+def test_livemath_official_protocol(reply, label):
+    from skillopt_ci.scorers.benchmarks_text import livemath_official_label
+
+    assert livemath_official_label(reply) == label
+
+
+def test_livemath_official_variant_scores_boxed_answers():
+    t = task("B", choices=[{"label": "A", "text": "1"}, {"label": "B", "text": "2"}])
+    assert score({"type": "livemath", "variant": "official"}, "Thus \\boxed{B}", t).passed
+    assert not score("livemath", "Thus \\boxed{B}", t).passed  # reference: the last line is no label
+    assert score("livemath", "<answer>B</answer>", t).passed
+
+
 # --- DocVQA --------------------------------------------------------------------------------------
 
 
@@ -130,13 +156,41 @@ def test_docvqa_extraction_by_last_positions():
     assert docvqa_answer("") == ""
 
 
-def test_anls_by_hand():
-    assert anls_score("ITC  Limited ", "itc limited") == 1.0  # case and whitespace
-    assert anls_score("itc limited.", "itc limited") == pytest.approx(1 - 1 / 12)  # punctuation kept
-    assert anls_score("abcd", "abxd") == pytest.approx(0.75)
-    assert anls_score("ab", "abcd") == 0.0  # distance 2/4 = 0.5 is not below tau
-    assert anls_score("abc", "abcd") == pytest.approx(0.75)
+def test_anls_by_hand_reference():
+    """The method's evaluator (variant reference)."""
+    def ref(prediction: str, gold: str) -> float:
+        return anls_score(prediction, gold, variant="reference")
+
+    assert ref("ITC  Limited ", "itc limited") == 1.0  # case and whitespace
+    assert ref("itc limited.", "itc limited") == pytest.approx(1 - 1 / 12)  # punctuation kept
+    assert ref("abcd", "abxd") == pytest.approx(0.75)
+    assert ref("ab", "abcd") == 0.0  # distance 2/4 = 0.5 is not below tau
+    assert ref("ab", "ac") == 0.0
+    assert ref("a  b  c", "a b d") == pytest.approx(0.8)  # divided by the normalised lengths
+    assert ref("abc", "abcd") == pytest.approx(0.75)
+    assert ref("", "") == 1.0 and ref("", "x") == 0.0
+
+
+def test_anls_by_hand_official():
+    """The Robust Reading Competition's ANLS script (the default): the edit distance of the
+    normalised strings over the longer of the normalised gold and the answer as given; a
+    similarity of exactly 1 - tau is kept."""
+    assert anls_score("ab", "ac") == pytest.approx(0.5)  # half the characters wrong: 0.5, not 0
+    assert anls_score("ab", "abcd") == pytest.approx(0.5)
+    assert anls_score("a", "abcd") == 0.0  # 1 - 3/4 is below 0.5
+    assert anls_score("a  b  c", "a b d") == pytest.approx(1 - 1 / 7)  # the answer's raw length, 7
+    assert anls_score("ITC  Limited ", "itc limited") == 1.0
+    assert anls_score("itc limited.", "itc limited") == pytest.approx(1 - 1 / 12)
     assert anls_score("", "") == 1.0 and anls_score("", "x") == 0.0
+
+
+def test_docvqa_answer_tags_in_any_case():
+    """As the method's extractor reads them: <ANSWER>ITC</ANSWER> is the answer ITC."""
+    assert docvqa_answer("Looking...\n<ANSWER>ITC</ANSWER>") == "ITC"
+    assert docvqa_answer("<Answer>0.28</Answer> done") == "0.28"
+    t = task(["itc"])
+    assert score("docvqa", "<ANSWER>ITC</ANSWER>", t).value == 1.0
+    assert score({"type": "docvqa", "variant": "reference"}, "<Answer>ITC</answer>", t).value == 1.0
 
 
 def test_docvqa_scorer_best_over_golds_and_hard_threshold():

@@ -9,15 +9,25 @@ default and ``soft`` with the option ``report: soft``. The feedback names both.
   ASCII punctuation deleted, the words a/an/the replaced by a space, whitespace collapsed);
   hard = exact match with any gold, soft = SQuAD token F1, the best over the golds (no common
   token, or an empty side, is F1 0, as in the SQuAD v1.1 / MRQA evaluation).
-- ``livemath``: the label is read from the last ``<answer>`` (else the last non-empty line),
-  upper-cased with trailing ``.``, ``)`` and ``:`` stripped; a valid label is taken as is, else an
-  option whose text equals the answer (ignoring case), else the first token if it is a valid label.
-  The task carries its options (``choices``: ``[{label, text}]``); hard = soft = the label matches.
-- ``docvqa``: the answer is the text between the last ``<answer>`` and the last ``</answer>``
-  (by last-occurrence positions: when the last opening tag comes after the last closing one there
-  is no pair) else the last non-empty line. Normalised by lower-casing, trimming and collapsing
-  whitespace, punctuation kept. ANLS: ``1 - Levenshtein / max(len)``, 0 when that distance is at
-  least ``tau`` (0.5), the best over the golds; two empty strings score 1. hard = ANLS >= 0.999.
+- ``livemath``, ``variant: reference`` (the default; the method's ``<answer>`` protocol, which the
+  imported suites' prompt asks for): the label is read from the last ``<answer>`` (else the last
+  non-empty line), upper-cased with trailing ``.``, ``)`` and ``:`` stripped; a valid label is taken
+  as is, else an option whose text equals the answer (ignoring case), else the first token if it
+  is a valid label. ``variant: official`` (the authors' ``\boxed{X}`` protocol): the **first**
+  match of, in order, ``\boxed{X}``, ``boxed{X}``, ``answer is X`` (any case), ``Answer X`` /
+  ``Answer: (X)`` (capital A, as the authors match it), and a lone letter ending the reply
+  (``Final: A``, ``(A)``, ``A.``); X is one of A–E in any case. The task carries its options
+  (``choices``: ``[{label, text}]``); hard = soft = the label matches.
+- ``docvqa``: the answer is the text between the last ``<answer>`` and the last ``</answer>``, the
+  tags matched in any case (by last-occurrence positions: when the last opening tag comes after
+  the last closing one there is no pair), else the last non-empty line. ``variant: official`` (the
+  default; the Robust Reading Competition's ANLS script): both sides lower-cased, trimmed and
+  whitespace-collapsed for the edit distance, which is divided by the longer of the normalised
+  gold and the answer **as given**; the similarity ``1 - NL`` is kept unless it is below
+  ``1 - tau`` (so exactly half the characters wrong still scores 0.5). ``variant: reference`` (the
+  method's evaluator): the distance is divided by the longer normalised side and an answer scores
+  0 when ``NL >= tau``; two empty strings score 1, one empty side 0. The best over the golds;
+  hard = ANLS >= 0.999.
 
 All functions here are pure; a task without golds is an ``InputError`` at the task's source.
 """
@@ -97,6 +107,25 @@ def livemath_answer(text: str) -> str:
     return found[-1].strip() if found else last_line(text)
 
 
+_OFFICIAL_LABEL = (
+    re.compile(r"\\boxed\{([A-Ea-e])\}"),
+    re.compile(r"boxed\{([A-Ea-e])\}"),
+    re.compile(r"answer is[:\s]*([A-Ea-e])", re.IGNORECASE),
+    re.compile(r"Answer[:\s]*\(?([A-Ea-e])\)?"),
+)
+_OFFICIAL_LAST = re.compile(r"\b([A-Ea-e])\b\s*[.)]?\s*$")
+
+
+def livemath_official_label(text: str) -> str | None:
+    """The label the authors' protocol reads from a whole reply (module docstring), or None."""
+    for pattern in _OFFICIAL_LABEL:
+        found = pattern.search(text)
+        if found:
+            return found.group(1).upper()
+    found = _OFFICIAL_LAST.search(text.strip())
+    return found.group(1).upper() if found else None
+
+
 def _label_form(s: str) -> str:
     return s.strip().upper().rstrip(".):").strip()
 
@@ -126,9 +155,10 @@ def livemath_label(answer: str, options: Sequence[tuple[str, str]]) -> str | Non
 
 
 def docvqa_answer(text: str) -> str:
-    """The text between the last ``<answer>`` and the last ``</answer>`` when the opening tag
-    comes first, else the last non-empty line."""
-    start, end = text.rfind("<answer>"), text.rfind("</answer>")
+    """The text between the last ``<answer>`` and the last ``</answer>`` (either in any case)
+    when the opening tag comes first, else the last non-empty line."""
+    lower = text.lower()  # ASCII tags: lower() keeps every position of ``text``'s tags
+    start, end = lower.rfind("<answer>"), lower.rfind("</answer>")
     if start != -1 and end > start:
         return text[start + len("<answer>"):end].strip()
     return last_line(text)
@@ -139,9 +169,13 @@ def docvqa_normalize(s: str) -> str:
     return " ".join(s.lower().split())
 
 
-def anls_score(prediction: str, gold: str, tau: float = 0.5) -> float:
-    """One answer's normalised Levenshtein similarity: ``1 - NL``, or 0 when ``NL >= tau``."""
+def anls_score(prediction: str, gold: str, tau: float = 0.5, variant: str = "official") -> float:
+    """One answer's normalised Levenshtein similarity, by ``variant`` (see the module docstring)."""
     a, b = docvqa_normalize(prediction), docvqa_normalize(gold)
+    if variant == "official":
+        longest = max(len(b), len(prediction))
+        similarity = 1.0 if longest == 0 else 1.0 - levenshtein(a, b) / longest
+        return 0.0 if similarity < 1.0 - tau else similarity
     longest = max(len(a), len(b))
     if longest == 0:
         return 1.0
@@ -157,10 +191,20 @@ class ReportOptions:
     report: str = "hard"  # the value a Score carries: hard (0/1) or soft (partial credit)
 
 
+VARIANTS = ("official", "reference")
+
+
+@dataclass(frozen=True)
+class LivemathOptions:
+    report: str = "hard"
+    variant: str = "reference"  # reference (the method's <answer> protocol) | official (\boxed{X})
+
+
 @dataclass(frozen=True)
 class DocvqaOptions:
     report: str = "hard"
-    tau: float = 0.5  # normalised edit distance at or above which an answer scores 0
+    tau: float = 0.5  # normalised edit distance past which an answer scores 0 (see the variants)
+    variant: str = "official"  # official (the RRC ANLS script) | reference (the method's evaluator)
 
 
 class _HardSoft(Scorer):
@@ -171,6 +215,9 @@ class _HardSoft(Scorer):
     def setup(self) -> None:
         if self.options.report not in REPORTS:
             raise self.error(f'option "report" must be hard or soft, got {self.options.report!r}')
+        variant = getattr(self.options, "variant", "official")
+        if variant not in VARIANTS:
+            raise self.error(f'option "variant" must be official or reference, got {variant!r}')
 
     def result(self, hard: bool, soft: float, detail: str) -> Score:
         value = soft if self.options.report == "soft" else float(hard)
@@ -195,6 +242,7 @@ class LiveMathScorer(_HardSoft):
     """LiveMathematicianBench: the chosen option label equals the expected one."""
 
     name = "livemath"
+    Options = LivemathOptions
 
     def score(self, output: str, task: Task) -> Score:
         options = task_options(task, self.name)
@@ -202,8 +250,12 @@ class LiveMathScorer(_HardSoft):
         if expected not in {label for label, _ in options}:
             raise InputError(f'task "{task.id}": expected {quote(expected)} is not one of the option labels '
                              f"{[label for label, _ in options]}", where=task.source or None)
-        answer = livemath_answer(output)
-        got = livemath_label(answer, options)
+        if self.options.variant == "official":
+            answer = output
+            got = livemath_official_label(output)
+        else:
+            answer = livemath_answer(output)
+            got = livemath_label(answer, options)
         ok = got == expected
         if got is None:
             detail = f"no option label in the answer {quote(answer)}; expected {expected}"
@@ -238,6 +290,6 @@ class DocVQAScorer(_HardSoft):
     def score(self, output: str, task: Task) -> Score:
         golds = expected_strings(task, self.name)
         answer = docvqa_answer(output)
-        soft, best = max((anls_score(answer, g, self.options.tau), g) for g in golds)
+        soft, best = max((anls_score(answer, g, self.options.tau, self.options.variant), g) for g in golds)
         hard = soft >= HARD_ANLS
         return self.result(hard, soft, f"ANLS against {quote(best)}, answered {quote(answer)}")
