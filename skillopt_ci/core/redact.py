@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from skillopt_ci.core.secret_forms import find_spans, mask_spans, needles, needs_single_lenses
+
 MIN_SECRET_LENGTH = 8
 MASK = "***"
 ZWSP = "\u200b"
@@ -48,24 +50,32 @@ _COMMAND_LINE = re.compile(r"^(?=[ \t]*::)", re.MULTILINE)
 
 
 class SecretRegistry:
-    """The secret values of this process. Thread-safe; values only accumulate."""
+    """The secret values of this process. Thread-safe; values only accumulate.
+
+    Each value's forms (:func:`~skillopt_ci.core.secret_forms.needles`) are computed once, when
+    it is added; :meth:`redact` then finds them through every encoding the text may carry."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: set[str] = set()
-        self._pattern: re.Pattern[str] | None = None
+        self._needles: tuple[str, ...] = ()
+        self._singly = False
+
+    def __bool__(self) -> bool:
+        """Whether any value is registered (an empty registry lets callers skip the work)."""
+        return bool(self._needles)
 
     def add(self, value: str | None) -> None:
         value = (value or "").strip()
         if len(value) < MIN_SECRET_LENGTH:
             return
-        forms = {value, value.replace("\\", "\\\\").replace('"', '\\"')}
         with self._lock:
-            if forms <= self._values:
+            if value in self._values:
                 return
-            self._values |= forms
-            ordered = sorted(self._values, key=len, reverse=True)
-            self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
+            self._values.add(value)
+            # Longest first: a secret inside a longer one must not leave the rest of the longer.
+            self._needles = tuple(sorted(set(self._needles) | set(needles(value)), key=len, reverse=True))
+            self._singly = needs_single_lenses(self._needles)
 
     def add_env(self, environ: Mapping[str, str]) -> None:
         """Register every variable that by its name holds a credential."""
@@ -84,16 +94,18 @@ class SecretRegistry:
             self.add(value)
 
     def redact(self, text: str) -> str:
-        pattern, values = self._pattern, self._values
-        if pattern is not None and any(v in text for v in values):
-            text = pattern.sub(MASK, text)
+        wanted = self._needles
+        if wanted:
+            spans = find_spans(text, wanted, singly=self._singly)
+            if spans:
+                text = mask_spans(text, spans, MASK)
         lowered = None
-        for needles, anycase, shape in _SHAPES:
+        for needles_, anycase, shape in _SHAPES:
             if anycase:
                 lowered = text.lower() if lowered is None else lowered
-                if not any(n in lowered for n in needles):
+                if not any(n in lowered for n in needles_):
                     continue
-            elif not any(n in text for n in needles):
+            elif not any(n in text for n in needles_):
                 continue
             text = shape.sub(_mask_shape, text)
             lowered = None
