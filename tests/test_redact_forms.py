@@ -10,6 +10,7 @@ dozen characters of it) back from what was written.
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import io
 import json
@@ -69,10 +70,8 @@ def _base64_decodings(text: str) -> list[bytes]:
             for shift in range(4):
                 chunk = alphabet[shift:].rstrip("=")
                 chunk = chunk[: len(chunk) // 4 * 4]
-                try:
+                with contextlib.suppress(ValueError):
                     found.append(base64.b64decode(chunk))
-                except ValueError:
-                    pass
     return found
 
 
@@ -113,6 +112,14 @@ def test_a_key_inside_a_json_line_is_masked_without_breaking_the_line():
     masked = redact(line)
     assert not recovered(KEY, masked)
     assert json.loads(masked)["output"].startswith("log: ***")
+
+
+def test_a_long_text_is_searched_whole_even_where_a_form_straddles_two_windows():
+    from skillopt_ci.core.secret_forms import WINDOW
+
+    for at in (WINDOW - 20, 2 * WINDOW - 3):
+        text = "y" * at + forms(KEY)["base64-1"] + " " + forms(KEY)["json-unicode"] + "z" * WINDOW
+        assert not recovered(KEY, redact(text))
 
 
 # --- redaction comes before escaping and cutting --------------------------------------------

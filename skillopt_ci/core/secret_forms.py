@@ -44,6 +44,8 @@ _ENTITY = re.compile(r"&(?:#([0-9]{1,7});?|#[xX]([0-9a-fA-F]{1,6});?|([A-Za-z][A
 _PERCENT = re.compile(r"%(?:[0-7][0-9a-fA-F]|[c-fC-F][0-9a-fA-F](?:%[89abAB][0-9a-fA-F]){1,3})")
 
 Span = tuple[int, int]
+WINDOW = 1 << 16
+OVERLAP = 1 << 12  # longer than any encoded form of a key (a key fully \u-escaped is 6 × its length)
 
 
 def needles(secret: str) -> tuple[str, ...]:
@@ -140,8 +142,19 @@ def _view(text: str, chain: Sequence[Lens]) -> str:
 def find_spans(text: str, wanted: Iterable[str], *, singly: bool = True) -> list[Span]:
     """The spans of ``text`` (start, end), merged and in order, that read as one of ``wanted``
     through some view of it. ``singly=False`` (see :func:`needs_single_lenses`) skips reading
-    through each lens alone."""
+    through each lens alone. A long text (an HTML report's data) is read in overlapping windows,
+    so that mapping a hit back never needs an index per character of the whole text."""
     wanted = tuple(wanted)
+    if len(text) <= WINDOW + OVERLAP:
+        return _find(text, wanted, singly)
+    spans: list[Span] = []
+    for start in range(0, len(text), WINDOW):
+        found = _find(text[start:start + WINDOW + OVERLAP], wanted, singly)
+        spans += [(begin + start, end + start) for begin, end in found]
+    return _merge(spans)
+
+
+def _find(text: str, wanted: tuple[str, ...], singly: bool) -> list[Span]:
     spans: list[Span] = []
     for chain in _chains(text, singly):
         view = _view(text, chain)
