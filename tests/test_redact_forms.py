@@ -245,3 +245,29 @@ def test_gate_markdown_has_no_command_after_a_carriage_return_and_no_escaped_key
     for line in runner_lines(res.out + res.err):
         assert not line.startswith("::"), line
     assert not recovered(KEY, res.out + res.err, fragment=8)
+
+
+def test_the_live_viewer_serves_no_form_of_a_key_from_a_run_written_elsewhere(tmp_path):
+    """A run directory written by another process (an older version, a copied artifact) may hold
+    what this process's redactor would have masked: the viewer masks it on the way out."""
+    from test_viewer_host import raw_get
+
+    from skillopt_ci.viewer.server import ViewerServer
+
+    with ScriptedModelServer(TriagePolicy()) as server:
+        project = write_project(tmp_path / "p", server.openai_base_url)
+        assert run_cli("eval", "ticket-triage", "--out", str(tmp_path / "runs" / "one"), "--quiet", cwd=project).code == 0
+    results = tmp_path / "runs" / "one" / "results.jsonl"
+    first = json.loads(results.read_text().splitlines()[0])
+    first["output"] = forms(KEY)["base64-2"] + "\n" + forms(KEY)["url"]
+    with results.open("a", encoding="utf-8") as fh:  # written as another process would
+        fh.write(json.dumps(first) + "\n")
+    with ViewerServer(tmp_path / "runs") as viewer:
+        host = f"127.0.0.1:{viewer.port}"
+        status, listing = raw_get(viewer.port, host)
+        assert status == 200
+        runs = json.loads(listing)
+        run_id = (runs["runs"] if isinstance(runs, dict) else runs)[0]["id"]
+        status, body = raw_get(viewer.port, host, f"/api/run?id={quote(run_id)}")
+    assert status == 200 and b"ticket" in body
+    assert not recovered(KEY, body.decode("utf-8"), fragment=12)
