@@ -271,3 +271,23 @@ def test_the_live_viewer_serves_no_form_of_a_key_from_a_run_written_elsewhere(tm
         status, body = raw_get(viewer.port, host, f"/api/run?id={quote(run_id)}")
     assert status == 200 and b"ticket" in body
     assert not recovered(KEY, body.decode("utf-8"), fragment=12)
+
+
+def test_a_cache_written_before_redaction_answers_without_the_key(tmp_path):
+    """``actions/cache`` restores a cache file an older version wrote, completions unredacted."""
+    from skillopt_ci.models.cache import ResponseCache
+
+    path = tmp_path / "cache.sqlite"
+    ResponseCache(path).close()  # the schema
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO responses (key, provider, model, text, latency_s, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+               ("k1", "openai", "m", "bug/P2 " + forms(KEY)["base64-0"], 0.1, 0.0))
+    db.commit()
+    db.close()
+    cache = ResponseCache(path)
+    try:
+        answer = cache.get("k1")
+    finally:
+        cache.close()
+    assert answer is not None and answer.text.startswith("bug/P2 blob ")
+    assert not recovered(KEY, answer.text, fragment=12)

@@ -173,8 +173,9 @@ class ResponseCache:
             return None
         self.hits += 1
         calls = tuple(ToolCall.from_dict(c) for c in json.loads(row[5])) if row[5] else ()
-        return Completion(text=row[0], finish_reason=row[1], usage=Usage(row[2], row[3]), latency_s=row[4],
-                          cached=True, tool_calls=calls)
+        # Redacted on the way in, and again on the way out: the file may come from an older version.
+        return redacted(Completion(text=row[0], finish_reason=row[1], usage=Usage(row[2], row[3]),
+                                   latency_s=row[4], cached=True, tool_calls=calls))
 
     def put(self, key: str, provider: str, model: str, completion: Completion) -> None:
         if self._db is None or not self.writable:
@@ -207,7 +208,8 @@ class ResponseCache:
             self.misses += 1
             return None
         self.hits += 1
-        return json.loads(row[0]), {k: base64.b64decode(v) for k, v in json.loads(row[1]).items()}
+        return redact_obj(json.loads(row[0])), {k: _redact_file(base64.b64decode(v))
+                                                for k, v in json.loads(row[1]).items()}
 
     def put_rollout(self, key: str, result: dict[str, Any], files: Mapping[str, bytes]) -> None:
         if self._db is None or not self.writable:
