@@ -26,13 +26,15 @@ a few decoding passes and substring searches. Nothing here knows which secrets e
 from __future__ import annotations
 
 import base64
+import functools
 import html.entities
 import re
 from collections.abc import Callable, Iterable, Sequence
 
 # Python's ``str.splitlines`` separators: a superset of those a log, a terminal or the runner
 # breaks lines at. Indentation around a break is part of it (a folded or wrapped line).
-_BREAK = re.compile(r"(?:[ \t]*(?:\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029])[ \t]*)+")
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_BREAK = re.compile(rf"(?:[ \t]*(?:\r\n|[{_BREAKS}])[ \t]*)+")
 
 _BACKSLASH = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(.))", re.DOTALL)
 _CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "v": "\v", "0": "\0"}
@@ -93,7 +95,12 @@ def _unentity(match: re.Match[str]) -> str:
 
 
 def _unpercent(match: re.Match[str]) -> str:
-    return bytes.fromhex(match.group(0).replace("%", "")).decode("utf-8", "replace")
+    return _percent_token(match.group(0))
+
+
+@functools.lru_cache(maxsize=4096)
+def _percent_token(token: str) -> str:
+    return bytes.fromhex(token.replace("%", "")).decode("utf-8", "replace")
 
 
 Lens = tuple[str, re.Pattern[str], Callable[[re.Match[str]], str], Callable[[str], str]]
@@ -169,7 +176,7 @@ def _spans_in(text: str, chain: Sequence[Lens], hits: Sequence[str]) -> list[Spa
     view, starts, ends = text, list(range(len(text))), list(range(1, len(text) + 1))
     for _, pattern, decode, _whole in chain:
         view, starts, ends = _mapped(view, starts, ends, pattern, decode)
-    view, starts, ends = _mapped(view, starts, ends, _BREAK, lambda m: "")
+    view, starts, ends = _mapped_join(view, starts, ends)
     found = []
     for needle in hits:
         at = view.find(needle)
@@ -200,6 +207,24 @@ def _mapped(text: str, starts: list[int], ends: list[int], pattern: re.Pattern[s
     out.append(text[pos:])
     new_starts += starts[pos:]
     new_ends += ends[pos:]
+    return "".join(out), new_starts, new_ends
+
+
+def _mapped_join(text: str, starts: list[int], ends: list[int]) -> tuple[str, list[int], list[int]]:
+    """:func:`_join` with the map of :func:`_mapped` (line by line: a regex for blanks around
+    breaks would try every position)."""
+    out: list[str] = []
+    new_starts: list[int] = []
+    new_ends: list[int] = []
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip(_BREAKS)  # splitlines ends each line at exactly one break (or CRLF)
+        begin = pos + len(body) - len(body.lstrip(" \t"))
+        kept = body.strip(" \t")
+        out.append(kept)
+        new_starts += starts[begin:begin + len(kept)]
+        new_ends += ends[begin:begin + len(kept)]
+        pos += len(line)
     return "".join(out), new_starts, new_ends
 
 
