@@ -6,6 +6,8 @@ input, 3 runtime failure (provider unreachable, budget exhausted, too many error
 
 from __future__ import annotations
 
+from skillopt_ci.core.redact import redact
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INPUT = 2
@@ -46,7 +48,8 @@ class ProviderError(Exception):
     """One model call failed after its retries. Becomes an errored result, never a crash.
 
     ``kind`` is a short machine-readable class: ``rate_limit``, ``server``, ``timeout``,
-    ``connection``, ``malformed``, ``auth``, ``bad_request``, ``replay_miss``.
+    ``connection``, ``malformed``, ``auth``, ``bad_request``, ``replay_miss``. The message is
+    redacted here, at the source: a provider's error text may quote the key it was sent.
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class ProviderError(Exception):
         retryable: bool = False,
         retry_after: float | None = None,
     ):
+        message = redact(message)
         super().__init__(message)
         self.kind = kind
         self.message = message

@@ -5,15 +5,22 @@ Contract:
   is resolved with, the GitHub token, every environment variable whose name ends in ``KEY``,
   ``TOKEN``, ``SECRET`` or ``PASSWORD``, and the user-info of configured base URLs. Values shorter
   than :data:`MIN_SECRET_LENGTH` are not registered (they would blank ordinary words).
-- :func:`redact` replaces every registered value, and credentials in well-known shapes (an
+- :func:`redact` replaces every registered value, in any of the forms text gives it on the way
+  out (base64, percent-, JSON-, HTML- and backslash-escaped, wrapped over lines: see
+  :mod:`skillopt_ci.core.secret_forms`), and credentials in well-known shapes (an
   ``Authorization:`` header echoed by a server, ``sk-…``/``ghp_…`` tokens), with ``***``.
-- Redaction happens once, at the sinks on the way out: the run-directory writers
-  (:mod:`skillopt_ci.engine.rundir`), the runner's files (outputs, job summary), the console streams
-  (:class:`SafeStream`, installed by the CLI entry point) and everything sent to GitHub
-  (:func:`redact_args` on the publisher's methods). Nothing upstream needs to remember it.
+- Redaction happens at the source and again at every sink. At the source: provider errors
+  (:class:`~skillopt_ci.core.errors.ProviderError` redacts its message), completions before the
+  response cache stores them, the batch journal, and every helper that escapes or cuts text
+  (``clip``, the markdown escapers, the viewer) redacts *before* it escapes or cuts, so no
+  escape splits a key and no cut keeps a prefix of one. At the sinks: the run-directory writers
+  (:mod:`skillopt_ci.engine.rundir`), the runner's files (outputs, job summary), the console
+  streams (:class:`SafeStream`, installed by the CLI entry point) and everything sent to GitHub
+  (:func:`redact_args` on the publisher's methods).
 - :func:`defuse_commands` makes sure no printed line is a workflow command: a line whose first
   non-blank characters are ``::`` gets a zero-width space in front (the runner trims only
-  whitespace before matching), and ``##[`` anywhere becomes ``##\\u200b[``. The Action's own
+  whitespace before matching, and a line for it ends at LF, CR or CRLF: ``\\r::error::`` is a
+  line too), and ``##[`` anywhere becomes ``##\\u200b[``. The Action's own
   commands go through :meth:`SafeStream.command`, which redacts but does not defuse.
 """
 
@@ -27,6 +34,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
+
+from skillopt_ci.core.secret_forms import find_spans, mask_spans, needles, needs_single_lenses
 
 MIN_SECRET_LENGTH = 8
 MASK = "***"
@@ -44,28 +53,41 @@ _SHAPES: tuple[tuple[tuple[str, ...], bool, re.Pattern[str]], ...] = (
     (("ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_"), False,
      re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}")),
 )
-_COMMAND_LINE = re.compile(r"^(?=[ \t]*::)", re.MULTILINE)
+# The runner reads lines as .NET's ReadLine does (a line ends at LF, CR or CRLF) and trims every
+# Unicode blank before matching ``::``; the separators are Python's ``splitlines`` set (a superset)
+# and the blanks ``\s`` (also a superset: a zero-width space too many is harmless).
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_COMMAND_AFTER_BREAK = re.compile(rf"(?<=[{_LINE_BREAKS}])(?=[^\S{_LINE_BREAKS}]*::)")
+_COMMAND_AT_START = re.compile(rf"(?=[^\S{_LINE_BREAKS}]*::)")
 
 
 class SecretRegistry:
-    """The secret values of this process. Thread-safe; values only accumulate."""
+    """The secret values of this process. Thread-safe; values only accumulate.
+
+    Each value's forms (:func:`~skillopt_ci.core.secret_forms.needles`) are computed once, when
+    it is added; :meth:`redact` then finds them through every encoding the text may carry."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: set[str] = set()
-        self._pattern: re.Pattern[str] | None = None
+        self._needles: tuple[str, ...] = ()
+        self._singly = False
+
+    def __bool__(self) -> bool:
+        """Whether any value is registered (an empty registry lets callers skip the work)."""
+        return bool(self._needles)
 
     def add(self, value: str | None) -> None:
         value = (value or "").strip()
         if len(value) < MIN_SECRET_LENGTH:
             return
-        forms = {value, value.replace("\\", "\\\\").replace('"', '\\"')}
         with self._lock:
-            if forms <= self._values:
+            if value in self._values:
                 return
-            self._values |= forms
-            ordered = sorted(self._values, key=len, reverse=True)
-            self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
+            self._values.add(value)
+            # Longest first: a secret inside a longer one must not leave the rest of the longer.
+            self._needles = tuple(sorted(set(self._needles) | set(needles(value)), key=len, reverse=True))
+            self._singly = needs_single_lenses(self._needles)
 
     def add_env(self, environ: Mapping[str, str]) -> None:
         """Register every variable that by its name holds a credential."""
@@ -84,16 +106,18 @@ class SecretRegistry:
             self.add(value)
 
     def redact(self, text: str) -> str:
-        pattern, values = self._pattern, self._values
-        if pattern is not None and any(v in text for v in values):
-            text = pattern.sub(MASK, text)
+        wanted = self._needles
+        if wanted:
+            spans = find_spans(text, wanted, singly=self._singly)
+            if spans:
+                text = mask_spans(text, spans, MASK)
         lowered = None
-        for needles, anycase, shape in _SHAPES:
+        for needles_, anycase, shape in _SHAPES:
             if anycase:
                 lowered = text.lower() if lowered is None else lowered
-                if not any(n in lowered for n in needles):
+                if not any(n in lowered for n in needles_):
                     continue
-            elif not any(n in text for n in needles):
+            elif not any(n in text for n in needles_):
                 continue
             text = shape.sub(_mask_shape, text)
             lowered = None
@@ -170,10 +194,15 @@ def defuse_commands(text: str, *, line_start: bool = True) -> str:
     text = text.replace("##[", f"##{ZWSP}[")
     if "::" not in text:
         return text
-    if line_start:
-        return _COMMAND_LINE.sub(ZWSP, text)
-    head, sep, rest = text.partition("\n")
-    return head + sep + _COMMAND_LINE.sub(ZWSP, rest) if sep else text
+    text = _COMMAND_AFTER_BREAK.sub(ZWSP, text)
+    if line_start and _COMMAND_AT_START.match(text):
+        text = ZWSP + text
+    return text
+
+
+def ends_line(text: str) -> bool:
+    """Whether what is written after ``text`` starts a new line for the runner."""
+    return text.endswith(tuple(_LINE_BREAKS))
 
 
 class SafeStream(io.TextIOBase):
@@ -194,7 +223,7 @@ class SafeStream(io.TextIOBase):
         safe = redact(text)
         if self.defuse:
             safe = defuse_commands(safe, line_start=self._line_start)
-        self._line_start = safe.endswith(("\n", "\r"))
+        self._line_start = ends_line(safe)
         self.raw.write(safe)
         return len(text)
 
@@ -202,7 +231,7 @@ class SafeStream(io.TextIOBase):
         if not self._line_start:
             self.raw.write("\n")
         self.raw.write(redact(line))
-        self._line_start = line.endswith("\n")
+        self._line_start = ends_line(line)
 
     def flush(self) -> None:
         self.raw.flush()

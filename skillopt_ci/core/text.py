@@ -3,7 +3,9 @@
 - :func:`fence` puts untrusted text in a backtick fence that no backtick run inside it can close,
   so a model's output cannot end its fence and pose as instructions.
 - :func:`as_text` shows any task value as text: strings as they are, anything else as JSON.
-- :func:`clip` and :func:`quote` shorten text to one line for feedback and error messages.
+- :func:`clip`, :func:`cut` and :func:`quote` shorten text to one line for feedback and error messages; they
+  redact it first (:mod:`skillopt_ci.core.redact`), so that neither flattening its line breaks
+  nor the cut can leave a part of a key that redaction later would not recognise.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from skillopt_ci.core.redact import redact
 
 
 def fence(text: str) -> str:
@@ -28,9 +32,14 @@ def as_text(value: Any) -> str:
 
 
 def clip(text: str, limit: int = 60) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(str(text).split())
+    """``text``, redacted, on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(redact(str(text)).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def cut(text: Any, limit: int) -> str:
+    """``text``, redacted, then cut to at most ``limit`` characters (an error snippet)."""
+    return redact(str(text))[:limit]
 
 
 def quote(text: Any, limit: int = 60) -> str:

@@ -28,6 +28,7 @@ from skillopt_ci.core.options import NoOptions
 from skillopt_ci.core.records import EvalSummary, TaskResult, summarize
 from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.task import Task
+from skillopt_ci.core.text import cut
 from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.engine.progress import Progress
 from skillopt_ci.engine.rollout_cache import cached_rollout, rollout_key, store_rollout
@@ -341,8 +342,8 @@ def _abort_message(failures: int, attempts: int, results: Any) -> str:
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
     text = f"aborted after {failures} of {attempts} rollouts failed ({kinds})"
     if errors:
-        message = " ".join(str(errors[0]["message"]).split())
-        text += f"; first error: {errors[0]['kind']}: {message[:300]}"
+        message = " ".join(cut(errors[0]["message"], 300).split())  # redacted before it is flattened
+        text += f"; first error: {errors[0]['kind']}: {message}"
     return text
 
 

@@ -16,6 +16,8 @@ Contract:
   requests are then submitted again). A later process asked for a key of a batch that was
   submitted but never collected polls that batch instead of submitting again: an interrupted run
   costs nothing more. Batches run in rounds: a multi-turn rollout's next call joins the next batch.
+  Each journal line is redacted (:mod:`skillopt_ci.core.redact`): an ``abandoned`` line quotes
+  the provider's reason.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skillopt_ci.core.errors import InputError, ProviderError
+from skillopt_ci.core.redact import redact
 from skillopt_ci.inputs.config import BatchSettings, ModelSpec
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec
 
@@ -125,6 +128,7 @@ class BatchJournal:
     def append(self, entry: dict[str, Any]) -> None:
         """One whole line in one ``O_APPEND`` write, flushed to disk before polling starts."""
         line = json.dumps({**entry, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}) + "\n"
+        line = redact(line)  # a reason may quote a provider's error text
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()

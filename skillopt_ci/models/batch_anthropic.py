@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
+from skillopt_ci.core.text import cut
 from skillopt_ci.models.anthropic_backend import AnthropicBackend
 from skillopt_ci.models.batch import SpeaksBackend
 from skillopt_ci.models.openai_backend import status_error, to_provider_error
@@ -58,5 +59,5 @@ def _outcome(result: Any) -> bytes | ProviderError:
     if result.type == "errored":
         inner = getattr(result.error, "error", None)
         kind = str(getattr(inner, "type", "api_error"))
-        return status_error(_STATUS.get(kind, 500), str(getattr(inner, "message", kind))[:300])
+        return status_error(_STATUS.get(kind, 500), cut(getattr(inner, "message", kind), 300))
     return ProviderError(str(result.type), f"the request was {result.type} before it ran", retryable=True)

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
+from skillopt_ci.core.text import cut
 from skillopt_ci.models.batch import SpeaksBackend
 from skillopt_ci.models.openai_backend import OpenAIBackend, status_error, to_provider_error
 
@@ -82,9 +83,9 @@ def _line_outcome(line: dict[str, Any]) -> tuple[str, bytes | ProviderError]:
     if isinstance(status, int) and status != 200:
         body = response.get("body") or {}
         inner = body.get("error", body) if isinstance(body, dict) else {}
-        message = str(inner.get("message") if isinstance(inner, dict) else body)[:300]
+        message = cut(inner.get("message") if isinstance(inner, dict) else body, 300)
         return cid, status_error(status, message)
-    code, message = str(error.get("code") or "batch"), str(error.get("message") or "no answer")[:300]
+    code, message = str(error.get("code") or "batch"), cut(error.get("message") or "no answer", 300)
     if code == "batch_expired":
         return cid, ProviderError("expired", f"the batch window ended before this request ran: {message}",
                                   retryable=True)

@@ -7,6 +7,11 @@ Messages) hashes exactly the payload it hashed before tools existed, so old cach
 Images enter the key by media type and sha256, tool calls by id, name and arguments. Modes: ``read-write`` (default), ``refresh`` (never read, always write), ``off``, and
 ``replay-only`` (read; a miss is an error, for fully deterministic CI).
 
+Nothing stored holds a registered secret in any form (:mod:`skillopt_ci.core.redact`): the
+cache is kept between CI runs and restored by later ones, so it is a sink like the run directory.
+:func:`redacted` gives a completion as it is stored; the pool hands that same value to its caller,
+so a live run and its replay see the same text.
+
 Safe with concurrent writers: WAL journal, a busy timeout, and ``INSERT OR REPLACE`` so two
 processes recording the same key both succeed. Schema changes go through numbered migrations.
 """
@@ -14,6 +19,7 @@ processes recording the same key both succeed. Schema changes go through numbere
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -24,7 +30,7 @@ from typing import Any
 
 from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.core.redact import redact_obj
+from skillopt_ci.core.redact import redact, redact_obj
 from skillopt_ci.inputs.writable import check_file
 from skillopt_ci.models.base import Completion, Message, ToolCall, ToolSpec, Usage
 
@@ -55,6 +61,16 @@ _MIGRATIONS: tuple[str, ...] = (
     )
     """,
 )
+
+
+def redacted(completion: Completion) -> Completion:
+    """``completion`` with its text and tool-call arguments redacted (itself when nothing changes)."""
+    text = redact(completion.text)
+    calls = tuple(dataclasses.replace(c, arguments=redact(c.arguments)) if c.arguments else c
+                  for c in completion.tool_calls)
+    if text == completion.text and calls == completion.tool_calls:
+        return completion
+    return dataclasses.replace(completion, text=text, tool_calls=calls)
 
 
 def cache_key(
@@ -157,12 +173,14 @@ class ResponseCache:
             return None
         self.hits += 1
         calls = tuple(ToolCall.from_dict(c) for c in json.loads(row[5])) if row[5] else ()
-        return Completion(text=row[0], finish_reason=row[1], usage=Usage(row[2], row[3]), latency_s=row[4],
-                          cached=True, tool_calls=calls)
+        # Redacted on the way in, and again on the way out: the file may come from an older version.
+        return redacted(Completion(text=row[0], finish_reason=row[1], usage=Usage(row[2], row[3]),
+                                   latency_s=row[4], cached=True, tool_calls=calls))
 
     def put(self, key: str, provider: str, model: str, completion: Completion) -> None:
         if self._db is None or not self.writable:
             return
+        completion = redacted(completion)
         calls = json.dumps([c.to_dict() for c in completion.tool_calls]) if completion.tool_calls else None
         self._db.execute(
             "INSERT OR REPLACE INTO responses (key, provider, model, text, finish_reason, input_tokens, "
@@ -190,12 +208,13 @@ class ResponseCache:
             self.misses += 1
             return None
         self.hits += 1
-        return json.loads(row[0]), {k: base64.b64decode(v) for k, v in json.loads(row[1]).items()}
+        return redact_obj(json.loads(row[0])), {k: _redact_file(base64.b64decode(v))
+                                                for k, v in json.loads(row[1]).items()}
 
     def put_rollout(self, key: str, result: dict[str, Any], files: Mapping[str, bytes]) -> None:
         if self._db is None or not self.writable:
             return
-        packed = json.dumps({k: base64.b64encode(v).decode("ascii") for k, v in files.items()})
+        packed = json.dumps({k: base64.b64encode(_redact_file(v)).decode("ascii") for k, v in files.items()})
         # An agent's steps may show its own environment: the cache is a sink like the run directory.
         self._db.execute("INSERT OR REPLACE INTO rollouts (key, result, files, created_at) VALUES (?, ?, ?, ?)",
                          (key, json.dumps(redact_obj(result), ensure_ascii=False), packed, time.time()))
@@ -209,3 +228,14 @@ class ResponseCache:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+def _redact_file(data: bytes) -> bytes:
+    """A kept file's bytes as stored: a text file redacted (base64 would hide a key from every later
+    reader's redaction but not from a decoder), anything else as it is."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    masked = redact(text)
+    return data if masked == text else masked.encode("utf-8")

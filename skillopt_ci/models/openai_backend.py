@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
+from skillopt_ci.core.text import cut
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.limiter import RateInfo, rate_info
 from skillopt_ci.models.registry import Endpoint
@@ -185,7 +186,7 @@ def _tool_call(call: dict[str, Any], index: int) -> ToolCall:
 
 
 def malformed(content: bytes) -> ProviderError:
-    snippet = content[:120].decode("utf-8", "replace")
+    snippet = cut(content[:4096].decode("utf-8", "replace"), 120)
     return ProviderError("malformed", f"unreadable response body: {snippet!r}", retryable=True)
 
 
@@ -200,8 +201,8 @@ def to_provider_error(sdk: Any, exc: Exception) -> ProviderError:
     if isinstance(exc, sdk.APIStatusError):
         return status_error(exc.status_code, _error_message(exc), parse_retry_after(exc.response.headers))
     if isinstance(exc, sdk.APIResponseValidationError):
-        return ProviderError("malformed", str(exc)[:200], retryable=True)
-    return ProviderError("provider", str(exc)[:200])
+        return ProviderError("malformed", cut(exc, 200), retryable=True)
+    return ProviderError("provider", cut(exc, 200))
 
 
 def status_error(status: int, message: str, retry_after: float | None = None) -> ProviderError:
@@ -220,5 +221,5 @@ def _error_message(exc: Any) -> str:
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])[:300]
-    return str(getattr(exc, "message", exc))[:300]
+            return cut(inner["message"], 300)
+    return cut(getattr(exc, "message", exc), 300)

@@ -15,7 +15,7 @@ from skillopt_ci.core.errors import InputError, ProviderError, RuntimeFailure
 from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec, Usage
 from skillopt_ci.models.batch import BatchRouter
-from skillopt_ci.models.cache import ResponseCache, cache_key
+from skillopt_ci.models.cache import ResponseCache, cache_key, redacted
 from skillopt_ci.models.limiter import AdaptiveLimit
 from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
 from skillopt_ci.models.registry import Endpoint, base_url_of, create_backend, resolve_endpoint
@@ -151,6 +151,7 @@ class ModelPool:
         except ProviderError:
             spend.errors += 1
             raise
+        completion = redacted(completion)  # at the source: what the cache stores is what the run sees
         cost = cost_of(completion.usage, price)
         spend.calls += 1
         spend.usage = spend.usage + completion.usage

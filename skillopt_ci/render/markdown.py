@@ -2,6 +2,8 @@
 
 Everything that did not come from us is escaped: no raw HTML, no ``@mentions`` (which would
 notify people), no forged hidden markers (HTML comments), no table breakage, bounded length.
+Each helper redacts its input first (:mod:`skillopt_ci.core.redact`): an escape inside a key
+(``\\_``, ``&amp;``) or a cut through one would leave parts that redaction afterwards could miss.
 """
 
 from __future__ import annotations
@@ -9,12 +11,18 @@ from __future__ import annotations
 import html
 import re
 
+from skillopt_ci.core.redact import redact
+
 ZWSP = "\u200b"
 _MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_-])")
 
 
 def truncate(text: str, limit: int, note: str = "…") -> str:
-    """Cut ``text`` to at most ``limit`` characters, marking the cut."""
+    """``text``, redacted, cut to at most ``limit`` characters, marking the cut."""
+    return _cut(redact(text), limit, note)
+
+
+def _cut(text: str, limit: int, note: str = "…") -> str:
     if len(text) <= limit:
         return text
     return text[: max(0, limit - len(note))] + note
@@ -32,7 +40,7 @@ def escape_inline(text: str, limit: int = 200) -> str:
     image openers, table pipes, issue references (``#12``), a block marker at the very start, a
     backslash that would escape what follows. Parentheses, ``{}``, ``!``, ``+`` and ``_`` inside a
     word need nothing."""
-    text = truncate(" ".join(str(text).split()), limit)
+    text = _cut(" ".join(redact(str(text)).split()), limit)
     text = html.escape(text, quote=False)
     text = _INLINE_RE.sub(_escape_match, text)
     text = _BLOCK_START_RE.sub(r"\1\\\2", text)
@@ -52,7 +60,7 @@ def _escape_match(match: re.Match[str]) -> str:
 def code_span(text: str, limit: int = 200) -> str:
     """Untrusted text as an inline code span: shown verbatim (a backslash or ``&lt;`` inside a
     code span is literal, so nothing is escaped), fenced by more backticks than any run inside."""
-    text = truncate(" ".join(str(text).split()), limit)
+    text = _cut(" ".join(redact(str(text)).split()), limit)
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""

@@ -30,6 +30,7 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.paths import display_path
+from skillopt_ci.core.redact import redact
 from skillopt_ci.engine.rundir import run_kind
 from skillopt_ci.viewer.steps import ImageStore, result_extras
 
@@ -54,14 +55,16 @@ class _Builder:
         self.images = ImageStore(run)
 
     def cut(self, value: Any) -> Any:
+        """A long text cut for the report, redacted first: a cut through a key would leave a
+        prefix of it that the report's redaction could no longer recognise."""
         if isinstance(value, str) and len(value) > self.text_chars:
             self.truncated += 1
-            return value[: self.text_chars] + TRUNCATION_NOTE
+            return redact(value)[: self.text_chars] + TRUNCATION_NOTE
         if isinstance(value, (dict, list)):
             text = json.dumps(value, ensure_ascii=False)
             if len(text) > self.text_chars:
                 self.truncated += 1
-                return text[: self.text_chars] + TRUNCATION_NOTE
+                return redact(text)[: self.text_chars] + TRUNCATION_NOTE
         return value
 
     def results(self, run_dir: Path) -> list[dict[str, Any]]:

@@ -69,7 +69,7 @@ def _page(title: str, csp: str, body: str) -> str:
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{html.escape(csp, quote=False)}\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         "<meta name=\"referrer\" content=\"no-referrer\">\n"
-        f"<title>{html.escape(title)}</title>\n"
+        f"<title>{html.escape(redact(title))}</title>\n"
         "<link rel=\"icon\" href=\"data:,\">\n"
         f"<style>\n{APP_CSS}</style>\n</head>\n<body>\n"
         "<noscript>This page needs JavaScript (it runs locally and fetches nothing from the internet).</noscript>\n"

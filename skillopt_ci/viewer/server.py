@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from skillopt_ci.core.redact import redact
 from skillopt_ci.engine.rundir import run_kind
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
 from skillopt_ci.viewer.bundle import build_bundle, find_runs, train_in_progress
@@ -67,7 +68,9 @@ class _Handler(LoopbackHandler):
             self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
 
     def _json(self, status: int, data: Any) -> None:
-        self._send(status, "application/json; charset=utf-8", json.dumps(data, ensure_ascii=False).encode())
+        # Redacted like an HTML report's data: a run directory may come from another process.
+        body = redact(json.dumps(data, ensure_ascii=False))
+        self._send(status, "application/json; charset=utf-8", body.encode())
 
     def _send(self, status: int, content_type: str, body: bytes, csp: bool = False) -> None:
         headers = {"Content-Type": content_type, **_SECURITY_HEADERS}
