@@ -203,3 +203,14 @@ def test_sys_exit_at_import_of_suite_code_is_an_input_error_naming_the_line(proj
     with pytest.raises(InputError, match=r"SystemExit") as caught:
         build_environment({"type": "tools", "tools": ["tools:f"]}, suite)
     assert caught.value.where.endswith("tools.py:2")
+
+
+def test_sys_exit_in_an_interactive_world_is_an_errored_rollout(tmp_path):
+    from test_env_interactive import FakeCaller, environment, request, run, tasks, write_world
+
+    suite = write_world(tmp_path, "import sys\nclass World:\n    def reset(self, task):\n        return 'start'\n"
+                                  "    def step(self, action):\n        sys.exit(0)\n")
+    rollout = run(environment(suite, world="world:World"), request(tasks("train")[0]),
+                  FakeCaller(["<action>jump</action>"]))
+    assert rollout.error["kind"] == "environment"
+    assert "the world's step raised" in rollout.error["message"] and "sys.exit(0)" in rollout.error["message"]
