@@ -46,7 +46,7 @@ def encode(text: str, is_error: bool, max_bytes: int) -> bytes:
         line = json.dumps({"text": shown, "is_error": is_error}, ensure_ascii=False).encode("utf-8", "replace")
         if len(line) <= max_bytes or keep == 0:
             return line
-        keep = max(0, keep - (len(line) - max_bytes) - 80)
+        keep = max(0, min(keep - 1, int(keep * max_bytes / len(line)) - 80))
 
 
 def _error(name: str, exc: BaseException, path: Path) -> str:
