@@ -214,3 +214,13 @@ def test_sys_exit_in_an_interactive_world_is_an_errored_rollout(tmp_path):
                   FakeCaller(["<action>jump</action>"]))
     assert rollout.error["kind"] == "environment"
     assert "the world's step raised" in rollout.error["message"] and "sys.exit(0)" in rollout.error["message"]
+
+
+def test_a_real_ctrl_c_while_a_scorer_runs_still_interrupts_the_run(project):
+    # The scorer sends this process a real SIGINT, as a user's Ctrl-C would: that is not the
+    # suite's KeyboardInterrupt, so the run stops as interrupted (exit 3), not as a suite error.
+    (project / SUITE / "scorer.py").write_text(
+        "import os, signal\n\ndef score(output, task):\n    os.kill(os.getpid(), signal.SIGINT)\n    return True\n")
+    res = run_cli("eval", "ticket-triage", "--quiet", cwd=project)
+    assert res.code == 3, (res.out, res.err)
+    assert "interrupt" in res.err.lower() and "scorer.py" not in res.err
