@@ -147,3 +147,13 @@ def test_a_type_hint_without_a_schema_is_an_input_error(tmp_path):
     suite = make_suite(tmp_path, {"odd.py": "import datetime\ndef when(d: datetime.date) -> str:\n    return str(d)\n"})
     with pytest.raises(InputError, match="parameter \"d\": type 'date' has no JSON Schema"):
         build_environment({"type": "tools", "tools": ["odd:when"]}, suite)
+
+
+def test_a_large_result_keeps_its_start_and_end(tmp_path):
+    suite = make_suite(tmp_path, {"big.py": "def big(n: int) -> str:\n    return 'START ' + 'ab\\u00e9\\n' * n + ' END'\n"})
+    model = ScriptedCaller(turn(call("big", n=300_000)), reply("ok"))
+    _, result = rollout(suite, model, tools=["big:big"], tool_output_chars=2000)
+    result.close()
+    shown = result.steps[2]
+    assert not shown.is_error and shown.text.startswith("START ab") and shown.text.endswith(" END")
+    assert "characters cut" in shown.text and len(shown.text) < 2100

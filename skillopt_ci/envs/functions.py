@@ -1,8 +1,10 @@
 """Suite-defined function tools: a Python function in the suite directory offered to the model.
 
 ``tools: ["lookup:find_city"]`` loads ``find_city`` from ``lookup.py`` in the suite directory
-(``inputs.usercode``: imported by path, a broken file is an ``InputError`` naming it). Its JSON
-Schema comes from the signature unless the suite declares ``parameters``:
+(``inputs.usercode``: the path confined to the suite folder, the file loaded from its source, a
+broken file an ``InputError`` naming it). The function must be *defined* in a file of the suite
+folder: a builtin, or a function a suite file merely imports (``from os import system``), is
+refused. Its JSON Schema comes from the signature unless the suite declares ``parameters``:
 
 - ``str`` ``int`` ``float`` ``bool`` → string, integer, number, boolean; ``list[X]`` → an array of
   X; ``dict`` / ``dict[str, X]`` → an object; ``Literal["a", "b"]`` → an enum; ``X | None`` → X or
@@ -13,21 +15,25 @@ Schema comes from the signature unless the suite declares ``parameters``:
 - parameters named ``workspace`` (the rollout's workspace directory, a ``Path``) and ``task`` (the
   :class:`~skillopt_ci.core.task.Task`) are passed by the environment, not by the model.
 
-A call runs in-process (suite code is trusted like a scorer): an ``async def`` is awaited and
-cancelled at the tool time limit; a plain function runs in a daemon thread that is abandoned (not
-killed) at the limit. What it returns is shown to the model: a string as it is, ``None`` as
-"(no output)", anything else as JSON. An exception becomes an error result naming the file line.
+The schema is read here, at load; a **call runs in the sandbox**: a fresh interpreter
+(``envs.function_runner``) in the rollout's workspace, with the clean environment and the call's
+limits (``sandbox.run_in``), that executes the file's source text as read at load and calls the
+function (an ``async def`` is run to completion). At the time limit the process is killed. What
+the function returns is shown to the model: a string as it is, ``None`` as "(no output)",
+anything else as JSON. An exception (``SystemExit`` included) becomes an error result naming the
+file line; a process that dies without a result (``os._exit``, a signal, a limit) is an error
+result of that call, never the end of the run.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import dataclasses
 import hashlib
+import importlib.util
 import inspect
 import json
 import re
-import threading
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -37,12 +43,15 @@ from typing import Any, Literal
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.messages import ToolSpec
-from skillopt_ci.inputs.usercode import line_in, load_function, module_path
+from skillopt_ci.inputs.usercode import defined_inside, import_file, module_path, read_source
+from skillopt_ci.sandbox import ProcessResult, SandboxError, SandboxLimits, run_in
 
 INJECTED = ("workspace", "task")  # parameters the environment fills in
+RUNNER = "skillopt_ci.envs.function_runner"
 _SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
 _ARG_LINE = re.compile(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_STDERR_SHOWN = 600  # characters of a dead call's stderr shown with its error
 
 
 @dataclass(frozen=True)
@@ -52,75 +61,67 @@ class FunctionResult:
 
 
 class FunctionTool:
-    """One suite function as a tool: its spec, and how to call it with checked arguments."""
+    """One suite function as a tool: its spec, and how to call it (in a sandboxed child) with
+    checked arguments. ``source`` is the file's text as read at load: every call runs that."""
 
-    def __init__(self, fn: Callable[..., Any], spec: ToolSpec, path: Path):
-        self.fn = fn
+    def __init__(self, fn: Callable[..., Any], spec: ToolSpec, path: Path, source: str, function: str):
+        self.function = function
         self.spec = spec
         self.path = path
+        self.source = source
         params = inspect.signature(fn).parameters
         self.injected = tuple(n for n in INJECTED if n in params)
 
-    async def call(self, arguments: dict[str, Any], *, timeout: float, workspace: Path, task: Any) -> FunctionResult:
-        extra = {"workspace": workspace, "task": task}
-        kwargs = {**arguments, **{n: extra[n] for n in self.injected}}
+    def request(self, arguments: dict[str, Any], workspace: Path, task: Any, max_bytes: int) -> str:
+        """The JSON the runner reads on its stdin."""
+        task_dict = dataclasses.asdict(task) if "task" in self.injected and dataclasses.is_dataclass(task) else None
+        return json.dumps({
+            "path": str(self.path), "source": self.source, "function": self.function,
+            "arguments": arguments, "inject": list(self.injected), "workspace": str(workspace),
+            "task": task_dict, "max_bytes": max_bytes,
+        }, ensure_ascii=False, default=str)
+
+    async def call(self, arguments: dict[str, Any], *, limits: SandboxLimits, workspace: Path,
+                   task: Any) -> FunctionResult:
+        argv = [sys.executable, "-I", "-B", "-m", RUNNER]
+        stdin = self.request(arguments, workspace, task, max(limits.output_bytes - 1, 1024))
         try:
-            if inspect.iscoroutinefunction(self.fn):
-                value = await asyncio.wait_for(self.fn(**kwargs), timeout)
-            else:
-                value = await _in_thread(self.fn, kwargs, timeout)
-        except asyncio.TimeoutError:
-            return FunctionResult(f"{self.spec.name} did not finish within its time limit of {timeout:g} s", True)
-        except Exception as exc:
-            line = line_in(exc, self.path)
-            at = f" at line {line} of {self.path.name}" if line else ""
-            return FunctionResult(f"{self.spec.name} raised {type(exc).__name__}: {exc}{at}", True)
-        return FunctionResult(_as_text(value))
+            done = await run_in(workspace, argv, stdin=stdin, limits=limits)
+        except SandboxError as exc:
+            return FunctionResult(f"{self.spec.name} could not start: {exc.message}", True)
+        return self.result(done, limits.wall_s)
 
-
-async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
-    """Run ``fn`` in a daemon thread: a function that never returns cannot hold up the exit
-    (the loop's default executor would join it at shutdown)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():
-            (future.set_result if ok else future.set_exception)(value)
-
-    def work() -> None:
+    def result(self, done: ProcessResult, wall_s: float) -> FunctionResult:
+        if done.timed_out:
+            return FunctionResult(f"{self.spec.name} did not finish within its time limit of {wall_s:g} s", True)
         try:
-            outcome = (True, fn(**kwargs))
-        except BaseException as exc:  # delivered to the awaiting coroutine
-            outcome = (False, exc)
-        with contextlib.suppress(RuntimeError):  # abandoned at its limit and the loop is gone
-            loop.call_soon_threadsafe(settle, *outcome)
-
-    threading.Thread(target=work, name=f"tool-{getattr(fn, '__name__', 'fn')}", daemon=True).start()
-    return await asyncio.wait_for(future, timeout)
-
-
-def _as_text(value: Any) -> str:
-    if value is None:
-        return "(no output)"
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
+            found = json.loads(done.stdout) if done.exit_code == 0 else None
+        except ValueError:
+            found = None
+        if isinstance(found, dict) and isinstance(found.get("text"), str):
+            return FunctionResult(found["text"], bool(found.get("is_error")))
+        stderr = done.stderr.strip()
+        tail = f"; stderr: {stderr[-_STDERR_SHOWN:]}" if stderr else ""
+        return FunctionResult(f"{self.spec.name}: its process ended ({done.status()}) without a result{tail}", True)
 
 
-def load_function_tool(suite_dir: Path, entry: str | dict[str, Any], where: str) -> FunctionTool:
+def load_function_tool(suite_dir: Path, entry: str | dict[str, Any], where: str,
+                       key: str = "environment.tools") -> FunctionTool:
     """The tool an entry of the ``tools`` option names: ``"module:function"`` or a mapping
-    ``{function, name?, description?, parameters?}``."""
+    ``{function, name?, description?, parameters?}``. ``key`` names the entry in messages."""
     decl = {"function": entry} if isinstance(entry, str) else dict(entry)
     target = decl.get("function")
     module, _, name = str(target).partition(":")
     if not isinstance(target, str) or not module or not name:
         raise InputError(f'environment tools: a function tool must be "module:function", got {target!r}', where=where)
-    path = module_path(suite_dir, module)
-    fn = load_function(path, name, what="function tool", accepts=None)
+    path = module_path(suite_dir, module, where=where, key=key)
+    source = read_source(path, "function tool")
+    fn = _function_in(import_file(path, "function tool", source), name, path)
+    if not defined_inside(fn, suite_dir):
+        origin = getattr(getattr(fn, "__code__", None), "co_filename", None) or getattr(fn, "__module__", None)
+        raise InputError(f'{key}: function tool "{target}" is not defined in the suite\'s own files '
+                         f"(it comes from {origin or 'a builtin'})", where=where,
+                         hint="define the function with def in a .py file of the suite folder")
     try:
         parameters = decl.get("parameters") or schema_from_signature(fn)
     except TypeError as exc:
@@ -128,7 +129,17 @@ def load_function_tool(suite_dir: Path, entry: str | dict[str, Any], where: str)
                          hint='declare its JSON Schema with "parameters"') from None
     description = decl.get("description") or first_paragraph(inspect.getdoc(fn) or "") or f"Calls {name}."
     spec = ToolSpec(str(decl.get("name") or name), str(description), parameters)
-    return FunctionTool(fn, spec, path)
+    # Decoded as the import system would (a coding cookie is honoured): the child compiles this text.
+    return FunctionTool(fn, spec, path, importlib.util.decode_source(source), name)
+
+
+def _function_in(module: types.ModuleType, name: str, path: Path) -> Callable[..., Any]:
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        found = sorted(k for k, v in vars(module).items() if inspect.isfunction(v) and not k.startswith("_"))
+        raise InputError(f'function tool has no function "{name}" (functions found: {", ".join(found) or "none"})',
+                         where=str(path))
+    return fn
 
 
 def file_digest(path: Path) -> str:

@@ -51,6 +51,7 @@ from skillopt_ci.envs import turn_prompt as turns
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, keep_image, task_images
 from skillopt_ci.envs.worlds import load_world_class
 from skillopt_ci.inputs.assets import suite_file
+from skillopt_ci.inputs.usercode import user_code
 from skillopt_ci.models.base import Completion, ModelCaller
 
 ACTION_RULES = ("tag", "last_line")
@@ -251,7 +252,7 @@ class InteractiveEnvironment(BaseEnvironment):
 
     async def _world_call(self, episode: Episode, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            return await asyncio.to_thread(_guarded, fn, *args, **kwargs)
         except InputError:  # the world's data or package is missing: the user's to fix, exit 2
             raise
         except Exception as exc:
@@ -264,7 +265,7 @@ class InteractiveEnvironment(BaseEnvironment):
         if not callable(close):
             return
         try:
-            close()
+            _guarded(close)
         except Exception as exc:  # the episode is over; a failing close is noted, not fatal
             episode.add("error", f"the world's close raised {type(exc).__name__}: {clip(str(exc), 200)}")
 
@@ -349,3 +350,10 @@ def render_transcript(prompt: str, steps: tuple[Step, ...] | list[Step], limit: 
     head_chars, tail_chars = keep // 2, keep - keep // 2
     cut = len(text) - head_chars - tail_chars
     return f"{text[:head_chars]}\n… [{cut} characters of the trajectory cut] …\n{text[len(text) - tail_chars:]}"
+
+
+def _guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call world code: its ``sys.exit()`` is an error of the world (``UserExit``), never the
+    end of the run."""
+    with user_code():
+        return fn(*args, **kwargs)

@@ -177,7 +177,7 @@ BUILTINS: dict[str, Tool] = {t.spec.name: t for t in (
 
 def _function_handler(tool: FunctionTool) -> Handler:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        result = await tool.call(args, timeout=ctx.limits.wall_s, workspace=ctx.workspace.path, task=ctx.task)
+        result = await tool.call(args, limits=ctx.limits, workspace=ctx.workspace.path, task=ctx.task)
         return ToolResult(result.text, result.is_error)
 
     return handler
@@ -251,7 +251,7 @@ def _function(entry: str | dict[str, Any], suite_dir: Path, at: str, where: str)
                 raise InputError(f"{at}: parameters is not a JSON Schema: {exc.message}", where=where) from None
             if not isinstance(declared, dict) or declared.get("type") != "object":
                 raise InputError(f'{at}: parameters must be a JSON Schema of "type": "object"', where=where)
-    tool = load_function_tool(suite_dir, entry, where)
+    tool = load_function_tool(suite_dir, entry, where, at)
     if not NAME_RE.match(tool.spec.name):
         raise InputError(f"{at}: tool name {tool.spec.name!r} must be 1-64 letters, digits, _ or -", where=where)
     return tool

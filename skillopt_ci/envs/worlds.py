@@ -2,8 +2,9 @@
 
 ``"module:Class"`` is looked up first as a file of the suite directory (``module.py``, dots as
 folders), imported by path under a module name unique to that file so two suites may each have
-a ``world.py``; ``sys.path`` is not touched. When no such file exists, ``module`` is imported as
-an installed module (``skillopt_ci.testing.textworld:TextWorld``, ``alfworld_adapter:World``).
+a ``world.py``; ``sys.path`` is not touched. The path stays inside the suite folder (no ``..``,
+no absolute path, no symlink out: an ``InputError``) and the file is loaded from its source.
+When no such file exists, ``module`` is imported as an installed module (``skillopt_ci.testing.textworld:TextWorld``, ``alfworld_adapter:World``).
 Every failure is an ``InputError`` naming ``where`` (the suite file) and the option.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.text import clip
-from skillopt_ci.inputs.usercode import import_file
+from skillopt_ci.inputs.usercode import import_file, module_path
 
 REQUIRED_METHODS = ("reset", "step")
 
@@ -25,8 +26,7 @@ def load_world_class(spec: str, suite_dir: Path, where: str, option: str = "worl
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise InputError(f'option "{option}" must be "module:Class", got {spec!r}', where=where)
-    relative = module_name if module_name.endswith(".py") else module_name.replace(".", "/") + ".py"
-    path = suite_dir / relative
+    path = module_path(suite_dir, module_name, where=where, key=f"environment.{option}")
     module = _import_file(path, where, option) if path.is_file() else _import_module(module_name, where, option)
     cls = getattr(module, attr, None)
     if not isinstance(cls, type):

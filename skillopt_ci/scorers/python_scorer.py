@@ -1,9 +1,10 @@
 """User scorer code: ``function: "scorer:score"`` calls ``score(output, task)`` from
 ``scorer.py`` in the suite directory.
 
-The file is imported by path under a unique module name, so two suites may each have a
-``scorer.py``; ``sys.path`` is not touched, so the file cannot import its neighbours (it may
-import installed packages). The function receives the output string and the
+The module path stays inside the suite folder and the file is loaded from its source text
+(:mod:`~skillopt_ci.inputs.usercode`: no ``..``, no symlink out, never a ``__pycache__``), under a
+unique module name, so two suites may each have a ``scorer.py``; ``sys.path`` is not touched, so
+the file cannot import its neighbours (it may import installed packages). The function receives the output string and the
 :class:`~skillopt_ci.core.task.Task` (and, when it has a parameter named ``rollout``, the whole
 :class:`~skillopt_ci.core.trajectory.Rollout`: steps, reward, the workspace while scoring), and
 returns one of:
@@ -15,8 +16,11 @@ returns one of:
 - a :class:`~skillopt_ci.scorers.base.Score`.
 
 Raising :class:`~skillopt_ci.core.errors.ScoringError` means "cannot measure this output" (missing
-data). Any other exception, or a return value of another shape, is a bug in the suite:
-:class:`~skillopt_ci.core.errors.ScorerCrash` naming the file, the line and the task.
+data). Any other exception (``SystemExit`` and a ``KeyboardInterrupt`` it raised included: suite code never
+picks the exit code), or a return value of another shape, is a bug in the suite:
+:class:`~skillopt_ci.core.errors.ScorerCrash` naming the file, the line and the task. The scorer
+runs in this process, so an ``os._exit`` in it still ends the process (function tools, which run
+in the sandbox, do not have that hole).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from skillopt_ci.core.errors import InputError, ScorerCrash, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import clip
 from skillopt_ci.core.trajectory import Rollout
-from skillopt_ci.inputs.usercode import line_in, load_function, module_path
+from skillopt_ci.inputs.usercode import describe, line_in, load_function, module_path, user_code
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.scorers.base import Score, Scorer
 
@@ -73,7 +77,7 @@ class PythonScorer(Scorer):
         module, _, function = self.options.function.partition(":")
         if not module:
             raise self.error(f'function must be "module:function", got "{self.options.function}"')
-        self.path = module_path(self.suite_dir, module)
+        self.path = module_path(self.suite_dir, module, key="scorer.function")
         self.function = function or "score"
         self.fn = load_function(self.path, self.function, accepts=None)
         _check_signature(self.fn, self.function, self.path)
@@ -82,14 +86,15 @@ class PythonScorer(Scorer):
 
     def score(self, output: str, task: Task, rollout: Rollout | None = None) -> Score:
         try:
-            result = self.fn(output, task, rollout=rollout) if rollout is not None else self.fn(output, task)
+            with user_code():
+                result = self.fn(output, task, rollout=rollout) if rollout is not None else self.fn(output, task)
         except ScoringError:
             raise
         except Exception as exc:
             line = line_in(exc, self.path)
             at = f" at line {line} of {self.path.name}" if line else f" in {self.path.name}"
             raise ScorerCrash(
-                f"{self.function}() raised {type(exc).__name__}: {clip(str(exc), 160)}{at} "
+                f"{self.function}() raised {describe(exc)}{at} "
                 f'(task "{task.id}")',
                 where=f"{self.path}:{line}" if line else str(self.path),
             ) from exc
