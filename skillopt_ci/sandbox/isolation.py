@@ -24,6 +24,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from skillopt_ci.sandbox.binds import NO_BINDS, Binds
+
 _CACHE: dict[str, str] = {}
 _PROBE_TIMEOUT_S = 10
 
@@ -70,10 +72,12 @@ def _probe() -> str:
     return "none"
 
 
-def wrap(argv: Sequence[str], how: str) -> list[str]:
-    """``argv`` run through the wrapper ``how`` (a value of ``isolation()``)."""
+def wrap(argv: Sequence[str], how: str, binds: Binds = NO_BINDS) -> list[str]:
+    """``argv`` run through the wrapper ``how`` (a value of ``isolation()``), seeing ``binds``."""
     if how == "bwrap":
-        return [shutil.which("bwrap") or "bwrap", *BWRAP_PREFIX, "--", *argv]
+        extra = [arg for path in binds.read_only for arg in ("--ro-bind", str(path), str(path))]
+        extra += [arg for path in binds.read_write for arg in ("--bind", str(path), str(path))]
+        return [shutil.which("bwrap") or "bwrap", *BWRAP_PREFIX, *extra, "--", *argv]
     if how == "unshare":
         return [shutil.which("unshare") or "unshare", *UNSHARE_PREFIX, "--", *argv]
     return list(argv)

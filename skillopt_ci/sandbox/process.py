@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from skillopt_ci.sandbox.binds import NO_BINDS, Binds
 from skillopt_ci.sandbox.isolation import isolation, works, wrap
 from skillopt_ci.sandbox.paths import SandboxError
 from skillopt_ci.sandbox.result import DEFAULT_LIMITS, ProcessResult, SandboxLimits
@@ -164,9 +165,9 @@ def kill_all_running() -> None:
 
 async def _start(argv: Sequence[str], how: str, cwd: Path, env: Mapping[str, str], stdin: str | None,
                  limits: SandboxLimits, watch: Callable[[bytes], bool] | None = None,
-                 ) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+                 binds: Binds = NO_BINDS) -> tuple[asyncio.SubprocessTransport, _Protocol]:
     loop = asyncio.get_running_loop()
-    command, preexec = _limited(wrap([str(a) for a in argv], how), limits)
+    command, preexec = _limited(wrap([str(a) for a in argv], how, binds), limits)
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _Protocol(limits.output_bytes, loop, watch),
@@ -197,9 +198,13 @@ async def run_process(
     stdin: str | None = None,
     limits: SandboxLimits = DEFAULT_LIMITS,
     watch: Callable[[bytes], bool] | None = None,
+    binds: Binds = NO_BINDS,
 ) -> ProcessResult:
     """Run ``argv`` in ``cwd`` under ``limits``; see the module docstring for what is killed when.
 
+    ``cwd`` is the command's workspace: under isolation the one folder it may write besides
+    ``binds`` (``sandbox.binds``: extra read-only and read-write paths, e.g. an agent CLI's
+    install folder or a folder with a Unix socket).
     ``watch`` sees each chunk of stdout as it arrives; when it returns True the command is killed
     like at the time limit (an agent CLI past its turn limit), and the caller knows why."""
     if not argv:
@@ -210,7 +215,7 @@ async def run_process(
         await asyncio.to_thread(lambda: (isolation(), prlimit_works()))
         _CACHE["probed"] = "yes"
     how = "none" if limits.network else isolation()
-    transport, protocol = await _start_shielded(_start(argv, how, cwd, env, stdin, limits, watch))
+    transport, protocol = await _start_shielded(_start(argv, how, cwd, env, stdin, limits, watch, binds))
     try:
         done, _ = await asyncio.wait([protocol.exited, protocol.stopped], timeout=limits.wall_s,
                                      return_when=asyncio.FIRST_COMPLETED)
