@@ -8,10 +8,11 @@
    directory and ``GITHUB_WORKSPACE`` (its ``.git/config`` holds the job token), the runner's
    files (``RUNNER_TEMP``, the folders of ``GITHUB_ENV``, ``GITHUB_OUTPUT``, ``GITHUB_PATH``,
    ``GITHUB_STEP_SUMMARY``, ``GITHUB_EVENT_PATH``), the user's home, ``/run`` and ``/var/run``;
-4. read-only again what commands legitimately need and a hidden folder covers: the Python
-   installation (``sys.prefix``, ``sys.base_prefix``, the interpreter's folder), the program's
-   own folder, the caller's read-only ``Binds``;
-5. read-write: the caller's read-write ``Binds``, then the workspace;
+4. read-only again what commands legitimately need and a hidden folder (or ``/tmp``) covers: the
+   Python installation (``sys.prefix``, ``sys.base_prefix``, the interpreter's folder), the
+   program's own folder (``argv[0]`` resolved), the caller's read-only ``Binds``;
+5. read-write: the caller's read-write ``Binds`` (``run_process`` adds the command's ``HOME``
+   when the caller set it outside the workspace), then the workspace;
 6. new network (unless ``network``), PID, IPC and UTS namespaces, a new session (no TIOCSTI into
    our terminal), death with its parent.
 
@@ -104,14 +105,14 @@ def bwrap_argv(bwrap: str, argv: Sequence[str], workspace: Path, binds: Binds, *
         args += ["--tmpfs", str(folder)]
     needed = _outermost([*python_folders(), *([_real(program).parent] if program else [])])
     for path in needed:
-        if _under(path, hidden) and not any(path == h or path in h.parents for h in hidden):
-            args += _bind("--ro-bind", path, hidden)
+        if _under(path, [*hidden, Path("/tmp")]) and not any(path == h or path in h.parents for h in hidden):
+            args += _bind("--ro-bind", path, [*hidden, Path("/tmp")])
     if network:
         args += _resolver_binds(hidden)
     for path in binds.read_only:
-        args += _bind("--ro-bind", path, hidden)
+        args += _bind("--ro-bind", path, [*hidden, Path("/tmp")])
     for path in binds.read_write:
-        args += _bind("--bind", path, hidden)
+        args += _bind("--bind", path, [*hidden, Path("/tmp")])
     args += [*_bind("--bind", workspace, [*hidden, Path("/tmp")]), "--chdir", str(workspace)]
     args += [*NAMESPACES, *([] if network else ["--unshare-net"])]
     inner = list(inner)

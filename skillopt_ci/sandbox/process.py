@@ -220,6 +220,9 @@ def _command(argv: Sequence[str], how: str, cwd: Path, env: Mapping[str, str], l
     program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env.get("PATH", os.defpath))
     if program and not os.path.isabs(program):
         program = str(cwd / program)
+    home = env.get("HOME")
+    if home and os.path.isdir(home) and os.path.realpath(home) != os.path.realpath(cwd):
+        binds = binds + Binds.of(read_write=[home])  # a caller-made home (an agent CLI's)
     drop = identity.setpriv()
     uid = identity.command_uid() if drop else os.getuid()
     inner: list[str] = []
