@@ -1,6 +1,7 @@
 """Workspace sandbox: a fresh folder per rollout, confined file tools, limited subprocesses.
 
-Public surface: ``Workspace``, ``Binds`` (extra paths a command may see), ``SandboxLimits``, ``ProcessResult``, ``SandboxError``,
+Public surface: ``Workspace``, ``Binds`` (extra paths a command may see), ``policy``
+(``mark_untrusted``, ``require_isolation``, ``unisolated_note``), ``SandboxLimits``, ``ProcessResult``, ``SandboxError``,
 ``isolation()``, ``clean_environment()`` and ``run_in()`` (a command in an existing folder). What is and is not isolated: docs/sandbox.md.
 This package imports only ``core`` (a layer beside ``models``).
 """

@@ -9,8 +9,8 @@ executes a command inside it under ``SandboxLimits`` with a clean environment (`
 skill installation (size, mtime, then content hash). ``cleanup`` is idempotent; every workspace
 still alive is removed when the interpreter exits, which includes exiting on Ctrl-C.
 
-Not a security boundary: a command can read whatever the user can read through absolute paths
-unless bubblewrap is present (docs/sandbox.md).
+Under bubblewrap a command sees only this folder writable and none of the checkout, the runner's
+files or other workspaces; without it, ``sandbox.policy`` decides whether it runs (docs/sandbox.md).
 """
 
 from __future__ import annotations
