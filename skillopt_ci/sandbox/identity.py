@@ -7,8 +7,8 @@ bind what root can read, such as a Python under ``/root``) and, inside the sandb
 drops the command to an unprivileged uid of its own (``command_uid``: from a range no account
 uses, one per command of this process at a time) with no capabilities left; its workspace and
 read-write binds are handed over to that uid first (``hand_over``). When not root, the command
-keeps our uid and its limit adds the processes that uid already runs (``process_limit``), since
-the kernel counts every process of the uid, not only the command's.
+keeps our uid and its limit adds the processes and threads that uid already runs
+(``process_limit``), since the kernel counts every one of the uid's, not only the command's.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def hand_over(paths: Iterable[Path], uid: int) -> None:
 
 
 def processes_of(uid: int) -> int:
-    """How many processes ``uid`` runs now (0 without /proc)."""
+    """How many tasks (processes and their threads: the kernel counts both) ``uid`` runs now
+    (0 without /proc)."""
     count = 0
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
@@ -75,7 +76,7 @@ def processes_of(uid: int) -> int:
                 continue
             with contextlib.suppress(OSError, ValueError):
                 if os.stat(entry.path).st_uid == uid:
-                    count += 1
+                    count += len(os.listdir(os.path.join(entry.path, "task")))
     return count
 
 
