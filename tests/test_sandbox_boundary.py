@@ -134,19 +134,27 @@ def test_the_runners_files_and_the_home_folder_are_hidden(tmp_path, monkeypatch,
 
 
 @needs_bwrap
+@pytest.mark.slow
 @pytest.mark.parametrize("network", [False, True], ids=["isolated", "network"])
-def test_a_setsid_or_double_forked_daemon_never_outlives_its_command(ws, network):
+@pytest.mark.parametrize("ending", ["exit", "time_limit"])
+def test_a_setsid_or_double_forked_daemon_never_outlives_its_command(ws, network, ending):
     marker = f"skillopt-daemon-{uuid.uuid4().hex}"
+    wall = 3 if ending == "time_limit" else 30
+    delay = wall + 1 if ending == "time_limit" else 2  # the daemons write after the command ended
     late = ws.path / "late.txt"
     daemon = (f"import os, sys, time\nif os.fork(): sys.exit(0)\nos.setsid()\nif os.fork(): sys.exit(0)\n"
-              f"open('started', 'w').write('1')\ntime.sleep(2)\nopen({str(late)!r}, 'w').write('late')\n")
-    script = (f"setsid {sys.executable} -c 'import time; time.sleep(2); open(\"late.txt\", \"w\")' {marker} & "
+              f"open('started', 'w').write('1')\ntime.sleep({delay})\nopen({str(late)!r}, 'w').write('late')\n")
+    script = (f"setsid {sys.executable} -c 'import time; time.sleep({delay}); open(\"late.txt\", \"w\")' {marker} & "
               f"{sys.executable} -c \"$0\" {marker}; while [ ! -s started ]; do sleep 0.05; done; echo up")
-    result = asyncio.run(ws.run(["sh", "-c", script, daemon], limits=SandboxLimits(network=network)))
+    if ending == "time_limit":
+        script += "; sleep 300"
+    limits = SandboxLimits(network=network, wall_s=wall)
+    result = asyncio.run(ws.run(["sh", "-c", script, daemon], limits=limits))
     try:
-        assert (result.exit_code, result.stdout) == (0, "up\n")  # the premise: the daemon started
+        assert result.stdout == "up\n"  # the premise: the daemon started
+        assert result.timed_out == (ending == "time_limit")
         assert alive_with(marker) == []
-        time.sleep(3)  # past the moment the daemon would have written
+        time.sleep(delay + 1)  # past the moment the daemons would have written
         assert not late.exists()
     finally:
         kill_all(alive_with(marker))
