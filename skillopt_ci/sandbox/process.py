@@ -196,8 +196,11 @@ def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children", "rb") as handle:
             return [int(p) for p in handle.read().split()]
-    except (OSError, ValueError):
-        return []
+    except (OSError, ValueError):  # a kernel without CONFIG_PROC_CHILDREN: look at every parent
+        if not os.path.isdir("/proc/self"):
+            return []
+        return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()
+                and len(fields := _stat(int(e.name))) > 1 and fields[1] == str(pid).encode()]
 
 
 def _alive(pid: int) -> bool:
