@@ -9,7 +9,8 @@ It ends with the first reply that calls no tool (its text is the answer), with a
 ``submit_answer`` call (its ``answer``), or as an errored rollout with its steps kept: ``max_turns``
 replies that all called tools (kind ``max_turns``), ``time_limit_s`` passed (kind
 ``time_limit``; the running command and its children are killed), or a provider failure (its
-kind). With ``answer_tag`` set (``answer``), a final reply must contain ``<answer>`` to be an
+kind). Where commands cannot be isolated, a rollout offering ``python`` or ``shell`` raises
+``IsolationRefused`` before its first model call, unless ``sandbox.policy`` allows it. With ``answer_tag`` set (``answer``), a final reply must contain ``<answer>`` to be an
 answer: one without it, or ``max_turns`` replies that all called tools, end the rollout *scored*
 with an empty output (finish reason ``no_answer``), as benchmarks that count them as failures do.
 A tool that raises, times out, is unknown, or gets arguments that are not JSON or do not
@@ -47,6 +48,9 @@ from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.envs.toolbox import BUILTINS, Tool, ToolContext, ToolResult, build_tools, cap
 from skillopt_ci.models.base import Completion, ModelCaller
 from skillopt_ci.sandbox import SandboxLimits, Workspace
+from skillopt_ci.sandbox.policy import IsolationRefused, require_isolation
+
+COMMAND_TOOLS = ("python", "shell")  # the built-ins that run a process (in the sandbox)
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,9 @@ class ToolsEnvironment(BaseEnvironment):
         return dict(self._identity)
 
     async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
+        if any(self.tools.get(name) is BUILTINS[name] for name in COMMAND_TOOLS):
+            # before any model call: without isolation the run is refused, not each tool call
+            require_isolation("the tools environment's python and shell tools")
         progress = _Progress(time.monotonic())
         messages = self._messages(request, progress)
         workspace = task_workspace(request, lambda ws: self._install(request, ws))
@@ -215,6 +222,8 @@ class ToolsEnvironment(BaseEnvironment):
         ctx = ToolContext(workspace, request.task, limits, opts.tool_output_chars)
         try:
             return await tool.run(arguments, ctx)
+        except IsolationRefused:
+            raise  # the host cannot run it safely: the run's failure, not the model's
         except Exception as exc:  # a tool's own bug is the model's error result, not the run's crash
             return ToolResult(cap(f"{call.name} failed: {type(exc).__name__}: {exc}", opts.tool_output_chars), True)
 

@@ -13,7 +13,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Limits of one command. ``output_bytes`` is kept per stream; the rest is read and dropped."""
+    """Limits of one command. ``output_bytes`` is kept per stream; the rest is read and dropped.
+
+    ``processes`` caps the processes (and threads) the command may run at once, ``disk_mb`` what
+    its workspace may hold, ``tmp_mb`` its private ``/tmp``; ``network`` leaves the network on
+    (everything else of the boundary stays)."""
 
     wall_s: float = 30.0
     cpu_s: float = 30.0
@@ -21,6 +25,9 @@ class SandboxLimits:
     output_bytes: int = 100_000
     file_mb: int = 100
     network: bool = False
+    processes: int = 256
+    disk_mb: int = 256
+    tmp_mb: int = 64
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -28,7 +35,8 @@ DEFAULT_LIMITS = SandboxLimits()
 
 @dataclass(frozen=True)
 class ProcessResult:
-    """``exit_code`` is None when the time limit killed the command; negative for a signal.
+    """``exit_code`` is None when the time limit or the disk quota killed the command; negative
+    for a signal.
 
     ``stdout_bytes``/``stderr_bytes`` count everything the command wrote, kept or not.
     """
@@ -43,8 +51,12 @@ class ProcessResult:
     stdout_bytes: int = 0
     stderr_bytes: int = 0
     kept_bytes: int = 0
+    disk_exceeded: bool = False
+    disk_limit_mb: int = 0
 
     def status(self) -> str:
+        if self.disk_exceeded:
+            return f"killed: disk quota {self.disk_limit_mb} MB (the workspace grew past it)"
         if self.timed_out:
             return f"killed: time limit {self.wall_limit_s:g}s"
         code = self.exit_code

@@ -9,8 +9,8 @@ executes a command inside it under ``SandboxLimits`` with a clean environment (`
 skill installation (size, mtime, then content hash). ``cleanup`` is idempotent; every workspace
 still alive is removed when the interpreter exits, which includes exiting on Ctrl-C.
 
-Not a security boundary: a command can read whatever the user can read through absolute paths
-unless bubblewrap is present (docs/sandbox.md).
+Under bubblewrap a command sees only this folder writable and none of the checkout, the runner's
+files or other workspaces; without it, ``sandbox.policy`` decides whether it runs (docs/sandbox.md).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from skillopt_ci.core.redact import redact
 from skillopt_ci.sandbox import files
+from skillopt_ci.sandbox.binds import NO_BINDS, Binds
 from skillopt_ci.sandbox.isolation import SCRATCH, clean_environment
 from skillopt_ci.sandbox.paths import SandboxError, confine, open_confined, walk
 from skillopt_ci.sandbox.process import kill_all_running, run_process
@@ -113,11 +114,13 @@ class Workspace:
         *,
         stdin: str | None = None,
         limits: SandboxLimits = DEFAULT_LIMITS,
+        binds: Binds = NO_BINDS,
     ) -> ProcessResult:
-        """Run ``argv`` in the workspace under ``limits`` (see ``sandbox.process``)."""
+        """Run ``argv`` in the workspace under ``limits`` (see ``sandbox.process``); ``binds``
+        are extra paths it may see (``sandbox.binds``)."""
         if self._closed:
             raise SandboxError("the workspace was already cleaned up")
-        return await run_in(self.path, argv, stdin=stdin, limits=limits)
+        return await run_in(self.path, argv, stdin=stdin, limits=limits, binds=binds)
 
     def _take_snapshot(self) -> Snapshot:
         snapshot: Snapshot = {}
@@ -195,6 +198,7 @@ async def run_in(
     *,
     stdin: str | None = None,
     limits: SandboxLimits = DEFAULT_LIMITS,
+    binds: Binds = NO_BINDS,
 ) -> ProcessResult:
     """Run ``argv`` in an existing ``folder`` as ``Workspace.run`` does: under ``limits``, with
     ``clean_environment(folder)`` (HOME is the folder, TMPDIR its scratch folder, created here).
@@ -203,7 +207,8 @@ async def run_in(
     if not folder.is_dir():
         raise SandboxError(f"{folder}: the folder does not exist")
     (folder / SCRATCH).mkdir(exist_ok=True)
-    return await run_process(argv, cwd=folder, env=clean_environment(folder), stdin=stdin, limits=limits)
+    return await run_process(argv, cwd=folder, env=clean_environment(folder), stdin=stdin, limits=limits,
+                             binds=binds)
 
 
 def _ignore_symlinks(folder: str, names: list[str]) -> list[str]:
