@@ -31,8 +31,9 @@ from skillopt_ci.core.skill import load_skill
 from skillopt_ci.engine.merge import merge_eval_runs, read_json
 from skillopt_ci.gate.merge import incomplete_note, merge_gate_runs
 from skillopt_ci.gate.verdict import GateReport
-from skillopt_ci.github.publisher import MARKER, Publisher
+from skillopt_ci.github.publisher import Publisher, marker
 from skillopt_ci.github.runner_files import command
+from skillopt_ci.github.sticky import post_sticky
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.render.markdown import code_span, escape_inline
 
@@ -123,7 +124,7 @@ def _nothing_merged(ctx: Context, publisher: Publisher | None, number: int, head
     ctx.summary(f"## skillopt-ci gate: 💥 incomplete\n\n{text}\n")
     ctx.outputs["verdict"] = "error"
     if publisher and s.comment:
-        ctx.publish(lambda: publisher.upsert_comment(number, f"{MARKER}\n## skillopt-ci gate: 💥 incomplete\n\n{text}\n"))
+        post_sticky(ctx, publisher, number, f"{marker('gate', head_sha)}\n## skillopt-ci gate: 💥 incomplete\n\n{text}\n")
     if publisher:
         ctx.publish(lambda: publisher.check_run(head_sha, conclusion="failure", title="Incomplete: no shard reported",
                                                 summary=text, annotations=[], details_url=s.run_url))
