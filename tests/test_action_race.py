@@ -156,3 +156,19 @@ def test_an_eval_command_gets_its_own_comment_and_leaves_a_failing_gate_alone(tm
     assert by_kind["gate"]["id"] == gate["id"] and "❌ failed" in by_kind["gate"]["body"]
     assert by_kind["eval"]["body"].startswith(marker("eval", pr.head_sha))
     assert "## skillopt-ci eval: ✅ 1 skill(s)" in by_kind["eval"]["body"]
+
+
+def test_an_older_push_starting_late_touches_neither_the_newer_comment_nor_posts_evaluating(tmp_path, fake, server):
+    pr = PR(tmp_path, fake, server, {SKILL: original().replace(BUG_RULE, BETTER_RULES)})
+    older = pr.head_sha
+    env_older = workspace(pr, "older", older)
+    pr.push({".gitignore": ".skillopt/\n# a newer push\n"})
+    newer_body = f"{marker('gate', pr.head_sha)}\n## skillopt-ci gate: ❌ failed\n"
+    fake.add_comment(pr.number, newer_body)
+    fake.clear_requests()
+    out = io.StringIO()
+    assert run_action(env_older, out=out) == 0
+    [comment] = pr.comments()
+    assert comment["body"] == newer_body
+    assert not [r for r in fake.writes() if "comments" in r.path]  # no "evaluating…", no result
+    assert out.getvalue().count(f"the pull request's head is now {pr.head_sha[:7]}") == 2
