@@ -19,7 +19,7 @@ among themselves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,8 +27,10 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.engine.merge import check_shards, merge_eval_runs, read_json
 from skillopt_ci.engine.rundir import write_json_atomic
+from skillopt_ci.gate.identity import config_hash
 from skillopt_ci.gate.verdict import GateReport, SkillVerdict, decide, new_skill_verdict
-from skillopt_ci.inputs.config import GatePolicy
+from skillopt_ci.inputs.config import Config, GatePolicy
+from skillopt_ci.inputs.suite import load_suite
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,19 @@ class MergeJudge:
     policy: GatePolicy
     config_hash: str
     suites: Mapping[str, tuple[str, tuple[str, ...]]]
+
+
+def judge_for(config: Config, names: Iterable[str | None]) -> MergeJudge:
+    """The judge a job with ``config`` is: its own policy and config hash, and the suites (hash,
+    the split's task ids) of those of ``names`` it configures; a name it does not configure is
+    left out, so a shard gating it is refused."""
+    wanted = set(names)
+    suites = {}
+    for entry in config.skills:
+        if entry.name in wanted:
+            suite = load_suite(entry.suite, display=entry.name)
+            suites[entry.name] = (suite.hash, tuple(task.id for task in suite.tasks(config.gate.split)))
+    return MergeJudge(config.gate, config_hash(config), suites)
 
 
 def merge_gate_runs(dirs: Sequence[Path], out: Path, judge: MergeJudge | None = None) -> GateReport:

@@ -35,13 +35,11 @@ from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.core.skill import load_skill
 from skillopt_ci.engine.merge import merge_eval_runs, read_json
-from skillopt_ci.gate.identity import config_hash
-from skillopt_ci.gate.merge import MergeJudge, incomplete_note, merge_gate_runs
+from skillopt_ci.gate.merge import incomplete_note, judge_for, merge_gate_runs
 from skillopt_ci.gate.verdict import GateReport
 from skillopt_ci.github.publisher import Publisher, marker
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.sticky import post_sticky
-from skillopt_ci.inputs.config import Config
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.render.markdown import code_span, escape_inline
 
@@ -119,20 +117,9 @@ def _merge_gate(ctx: Context) -> int:
         return _nothing_merged(ctx, publisher, pr.number, pr.head_sha, f"no shard job uploaded a gate ({_expected(ctx)})")
     out = config.runs_dir / run_dir_name(f"gate-pr{pr.number}", pr.head_sha[:12])
     ctx.run_dirs.append(out)
-    report = merge_gate_runs(dirs, out, _judge(config, gates))
-    return publish_gate(ctx, report, out, pr, publisher, incomplete=incomplete_note(report))
-
-
-def _judge(config: Config, gates: list[dict[str, Any]]) -> MergeJudge:
-    """This job's own policy, config hash, and the suites (hash, split tasks) of the skills the
-    shards gate: the merge decides with these, never with what a shard's gate.json says."""
     names = {s.get("name") for g in gates for s in g.get("skills") or [] if s.get("verdict") != "deleted"}
-    suites = {}
-    for entry in config.skills:
-        if entry.name in names:
-            suite = load_suite(entry.suite, display=entry.name)
-            suites[entry.name] = (suite.hash, tuple(task.id for task in suite.tasks(config.gate.split)))
-    return MergeJudge(config.gate, config_hash(config), suites)
+    report = merge_gate_runs(dirs, out, judge_for(config, names))
+    return publish_gate(ctx, report, out, pr, publisher, incomplete=incomplete_note(report))
 
 
 def _nothing_merged(ctx: Context, publisher: Publisher | None, number: int, head_sha: str, why: str) -> int:
