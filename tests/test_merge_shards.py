@@ -124,9 +124,9 @@ def test_merging_two_of_three_gate_shards_is_inconclusive(tmp_path, server):
     assert run_cli("merge", *shards, "--out", str(tmp_path / "all"), cwd=root).code == 1
 
 
-def test_merge_judges_a_gate_with_the_projects_own_policy_not_the_shards(tmp_path, server):
-    """Shards whose gate.json was loosened (margin, fail_on) still fail in `merge` run in the
-    project; shards that disagree on the policy are refused where there is no config."""
+def test_merge_refuses_gate_shards_that_disagree_on_the_policy(tmp_path, server):
+    """`merge` has no job config to judge with (a shard may have run with --split or --repeats):
+    the shards' policy is used only when every shard states the same one."""
     root = make_repo(tmp_path, server.openai_base_url, cache={"mode": "off"})
     commit_on_branch(root, "pr", {SKILL: skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")
                                  .replace(BILLING_RULE, "")})
@@ -135,13 +135,8 @@ def test_merge_judges_a_gate_with_the_projects_own_policy_not_the_shards(tmp_pat
         out = tmp_path / f"shard{i}"
         run_cli("gate", "--base", "main", "--head", "pr", "--shard", f"{i}/2", "--out", str(out), "--quiet", cwd=root)
         shards.append(str(out))
-        gate = json.loads((out / "gate.json").read_text())
-        gate["policy"].update(margin=1.0 if i == 1 else 0.9, fail_on=[])
-        (out / "gate.json").write_text(json.dumps(gate))
+    gate = json.loads((Path(shards[1]) / "gate.json").read_text())
+    gate["policy"].update(margin=1.0, fail_on=[])  # one shard loosened: the first shard's policy must not win
+    (Path(shards[1]) / "gate.json").write_text(json.dumps(gate))
     res = run_cli("merge", *shards, "--out", str(tmp_path / "merged"), cwd=root)
-    assert res.code == 1, res.err
-    assert gate_json(tmp_path / "merged")["policy"]["margin"] == 0.0
-    elsewhere = tmp_path / "no-project"
-    elsewhere.mkdir()
-    res = run_cli("merge", *shards, "--out", str(tmp_path / "merged2"), cwd=elsewhere)
-    assert res.code == 2 and "gate policy differs" in res.err
+    assert res.code == 2 and "gate policy differs" in res.err and "shard2" in res.err

@@ -146,28 +146,11 @@ def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple
         _finish_gate(report, out, as_json, as_markdown)
 
 
-def _merge_judge(state: State, dirs: tuple[Path, ...]) -> Any:
-    """The project's own config judges a gate merge (its policy, split and suites, never a
-    shard's); without a config the shards must agree on their policy (gate/merge.py)."""
-    from skillopt_ci.cli.common import config_path
-    from skillopt_ci.engine.merge import read_json
-    from skillopt_ci.gate.merge import judge_for
-    from skillopt_ci.inputs.config import load_config
-
-    path = config_path(state)
-    if path is None:
-        return None
-    names = {s.get("name") for d in dirs for s in read_json(d / "gate.json").get("skills") or []
-             if s.get("verdict") != "deleted"}
-    return judge_for(load_config(path, display=display_path(path)), names)
-
-
 @click.command()
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Where to write the merged run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the merged summary or gate.json.")
-@click.pass_obj
-def merge(state: State, dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
+def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
     """Join the run directories of --shard jobs into the report a single run would give."""
     from skillopt_ci.engine.merge import kind_of, merge_eval_runs
     from skillopt_ci.engine.rundir import write_atomic
@@ -182,7 +165,7 @@ def merge(state: State, dirs: tuple[Path, ...], out: Path, as_json: bool) -> Non
         raise InputError("cannot merge eval runs with gate runs", hint="pass the shard directories of one job")
     with RunLock(out):
         if kinds == {"gate"}:
-            report = merge_gate_runs(list(dirs), out, _merge_judge(state, dirs))
+            report = merge_gate_runs(list(dirs), out)
             _finish_gate(report, out, as_json, incomplete=incomplete_note(report))
         summary, results = merge_eval_runs(list(dirs), out)
         write_atomic(out / "report.md", eval_report(summary, results))
