@@ -16,7 +16,7 @@ from test_gate import BETTER_RULES, BUG_RULE, SKILL, git, make_repo
 
 from conftest import REPO, run_cli
 from skillopt_ci.github.commands import HELP, BadCommand, Request, parse_command
-from skillopt_ci.github.publisher import MARKER
+from skillopt_ci.github.publisher import MARKER, read_marker
 
 SUITE = "eval_suites/ticket-triage"
 BOT_LOGIN = "github-actions[bot]"
@@ -129,10 +129,10 @@ class CommentedPR:
         return self.fake.comments_on(self.number)
 
     def sticky(self) -> list[dict]:
-        return [c for c in self.comments() if c["body"].startswith(MARKER)]
+        return [c for c in self.comments() if read_marker(c["body"])]  # any kind: gate, eval, train
 
     def replies(self) -> list[str]:
-        return [c["body"] for c in self.comments() if not c["body"].startswith(MARKER)]
+        return [c["body"] for c in self.comments() if not read_marker(c["body"])]
 
     def checked_out(self) -> str:
         return git(self.root, "rev-parse", "HEAD")

@@ -209,3 +209,51 @@ def test_cache_key_follows_the_config_the_suites_and_the_shard(tmp_path, server)
     assert run_cli("cache-key", "--skill", "nope", cwd=root).code == 2
     (root / "skillopt.yml").write_text((root / "skillopt.yml").read_text().replace("mode: read-write", "mode: 'off'"))
     assert key() == {"key": "", "restore-key": "", "path": ""}
+
+
+def test_a_shard_gate_json_loosened_to_pass_still_fails_the_regression(tmp_path, fake, server):
+    """The merge job judges with its own config: editing margin and fail_on in a shard's gate.json
+    (and its verdict) changes nothing."""
+    pr = PR(tmp_path, fake, server, {SKILL: regressing_text()})
+    downloaded = run_shards(pr, 2)
+    for gate_file in downloaded.rglob("gate.json"):
+        gate = json.loads(gate_file.read_text())
+        gate["policy"].update(margin=1.0, fail_on=[], confidence=0.5)
+        gate.update(verdict="passed", failed=False)
+        for skill in gate["skills"]:
+            skill.update(verdict="unchanged", failed=False, task_ids=skill["task_ids"][:1])
+        gate_file.write_text(json.dumps(gate))
+    res = merge(pr, downloaded, 2)
+    assert res.code == 1, res.err + res.out
+    [comment] = pr.comments()
+    assert "## skillopt-ci gate: ❌ failed" in comment["body"] and "🔴 regressed" in comment["body"]
+    assert "beyond 0.00" in comment["body"]  # the job's own margin, not the shard's 1.0
+    merged = json.loads((Path(pr.outputs()["run-dirs"]) / "gate.json").read_text())
+    assert merged["policy"]["margin"] == 0.0 and merged["policy"]["fail_on"] == ["regressed"]
+    assert len(merged["skills"][0]["task_ids"]) == len(val_ids())  # the job's own split, not the shard's list
+
+
+def test_a_shard_from_another_config_is_refused_naming_it(tmp_path, fake, server):
+    pr = PR(tmp_path, fake, server, {SKILL: regressing_text()})
+    config = pr.root / "skillopt.yml"
+    ours = config.read_text()
+    config.write_text(ours + "gate:\n  margin: 0.5\n")  # shard 1 ran from another configuration
+    run_shards(pr, 2, skip=(2,))
+    config.write_text(ours)
+    downloaded = run_shards(pr, 2, skip=(1,))  # the same folder: both shards, as download-artifact lays them
+    res = merge(pr, downloaded, 2)
+    assert res.code == 2, res.err + res.out
+    [line] = [x for x in res.out.splitlines() if x.startswith("::error")]
+    assert "skillopt-shard-1" in line and "gate.json" in line and "another configuration" in line
+    assert pr.comments() == [] and fake.check_runs_for(pr.head_sha) == []
+    assert "another configuration" in pr.summary
+
+
+def test_a_shard_of_another_suite_version_is_refused_naming_it(tmp_path, fake, server):
+    pr = PR(tmp_path, fake, server, {SKILL: regressing_text()})
+    downloaded = run_shards(pr, 2)
+    for manifest in downloaded.rglob("run.json"):  # every shard agrees, on a suite this job does not have
+        manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "suite_hash": "0" * 64}))
+    res = merge(pr, downloaded, 2)
+    assert res.code == 2, res.err + res.out
+    assert "another version of its suite" in res.out and "skillopt-shard-1" in res.out

@@ -122,3 +122,21 @@ def test_merging_two_of_three_gate_shards_is_inconclusive(tmp_path, server):
     assert skill["head"]["complete"] is False and skill["head"]["missing_tasks"]
     # The full set fails like the single run does.
     assert run_cli("merge", *shards, "--out", str(tmp_path / "all"), cwd=root).code == 1
+
+
+def test_merge_refuses_gate_shards_that_disagree_on_the_policy(tmp_path, server):
+    """`merge` has no job config to judge with (a shard may have run with --split or --repeats):
+    the shards' policy is used only when every shard states the same one."""
+    root = make_repo(tmp_path, server.openai_base_url, cache={"mode": "off"})
+    commit_on_branch(root, "pr", {SKILL: skill_text(root).replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")
+                                 .replace(BILLING_RULE, "")})
+    shards = []
+    for i in (1, 2):
+        out = tmp_path / f"shard{i}"
+        run_cli("gate", "--base", "main", "--head", "pr", "--shard", f"{i}/2", "--out", str(out), "--quiet", cwd=root)
+        shards.append(str(out))
+    gate = json.loads((Path(shards[1]) / "gate.json").read_text())
+    gate["policy"].update(margin=1.0, fail_on=[])  # one shard loosened: the first shard's policy must not win
+    (Path(shards[1]) / "gate.json").write_text(json.dumps(gate))
+    res = run_cli("merge", *shards, "--out", str(tmp_path / "merged"), cwd=root)
+    assert res.code == 2 and "gate policy differs" in res.err and "shard2" in res.err

@@ -195,7 +195,8 @@ def test_sharded_workflow_matrix_shards_and_merges_even_after_a_failure():
     [run] = [s for s in jobs["shard"]["steps"] if s.get("uses") == "$/./"]
     assert run["with"]["shard"] == "${{ matrix.shard }}/${{ inputs.shards }}" and run["with"]["cache"] == "true"
     assert run["with"]["artifact-name"] == "skillopt-shard-${{ matrix.shard }}"
-    assert jobs["merge"]["needs"] == ["plan", "shard"] and jobs["merge"]["if"].startswith("always()")
+    # A failed shard still gets its (incomplete) report; a run cancelled by a newer push publishes nothing.
+    assert jobs["merge"]["needs"] == ["plan", "shard"] and jobs["merge"]["if"].startswith("${{ !cancelled()")
     download = next(s for s in jobs["merge"]["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@"))
     [merge] = [s for s in jobs["merge"]["steps"] if s.get("uses") == "$/./"]
     assert download["with"]["pattern"] == "skillopt-shard-*"
@@ -244,3 +245,46 @@ def test_the_cache_step_keys_actions_cache_by_the_printed_key(tmp_path):
     values = dict(line.split("=", 1) for line in output.read_text().splitlines())
     assert values["key"].endswith("-shard2of4") and values["key"].startswith(values["restore-key"])
     assert values["path"] == ".skillopt/cache.sqlite"
+
+
+# ---- the newest push wins: one run per pull request ------------------------------------------
+PER_PR = "${{ github.event.pull_request.number || github.ref }}"
+CANCEL_PR = "${{ github.event_name == 'pull_request' }}"
+
+
+def readme_workflow_text() -> str:
+    """The workflow the README tells users to copy: its YAML block with the gate and command jobs."""
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    return next(b for b in blocks if "\n  skillopt:" in b and "\n  command:" in b)
+
+
+def readme_workflow() -> dict:
+    return yaml.safe_load(readme_workflow_text())
+
+
+def assert_gate_group(concurrency: dict, prefix: str) -> None:
+    """A group per pull request (per ref elsewhere), and a new push cancels the older push's gate."""
+    assert concurrency["group"] == f"{prefix}{PER_PR}"
+    assert concurrency["cancel-in-progress"] == CANCEL_PR
+
+
+@pytest.mark.parametrize("source", ["repository", "readme", "init"])
+def test_the_gate_job_has_a_concurrency_group_per_pull_request(source):
+    data = {"repository": lambda: yaml.safe_load((REPO / ".github/workflows/skillopt.yml").read_text()),
+            "readme": readme_workflow,
+            "init": lambda: yaml.safe_load(scaffold_files()[".github/workflows/skillopt.yml"])}[source]()
+    assert_gate_group(data["jobs"]["skillopt"]["concurrency"], "skillopt-")
+
+
+def test_the_sharded_workflow_has_one_group_per_pull_request_and_cancelled_runs_publish_nothing():
+    data = sharded()
+    assert_gate_group(data["concurrency"], "skillopt-sharded-${{ github.workflow }}-")
+    assert "always()" not in data["jobs"]["merge"]["if"]
+
+
+def test_the_readme_workflow_passes_actionlint(tmp_path):
+    (tmp_path / ".github/workflows").mkdir(parents=True)
+    (tmp_path / ".github/workflows/skillopt.yml").write_text(readme_workflow_text())
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    proc = lint(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

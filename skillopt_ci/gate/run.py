@@ -30,6 +30,7 @@ from skillopt_ci.engine.rundir import write_json_atomic
 from skillopt_ci.engine.runner import EvalOutcome, EvalPlan
 from skillopt_ci.gate.changes import resolve_changes
 from skillopt_ci.gate.git import Git
+from skillopt_ci.gate.identity import config_hash
 from skillopt_ci.gate.verdict import (
     WORKTREE,
     GateReport,
@@ -65,7 +66,8 @@ def run_gate(
         verdicts.append(_gate_skill(config, git, session, out, change, policy, top, merge_base,
                                     head_sha if head_ref else None, shard, fresh, baseline))
     report = GateReport(base_ref=base_ref, head_ref=head_ref or WORKTREE, base_sha=base_sha, head_sha=head_sha,
-                        merge_base=merge_base, policy=policy, skills=verdicts, shard=str(shard) if shard else None)
+                        merge_base=merge_base, policy=policy, skills=verdicts, shard=str(shard) if shard else None,
+                        config_hash=config_hash(config))
     write_json_atomic(out / "gate.json", report.to_dict())
     return report
 

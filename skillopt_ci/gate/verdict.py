@@ -115,6 +115,7 @@ class GateReport:
     shard: str | None = None
     overridden: bool = False
     mode: str = "gate"  # or "compare": two skill files, refs are their paths, shas their content hashes
+    config_hash: str | None = None  # gate/identity.py: what a sharded merge checks its shards against
 
     @property
     def failed(self) -> bool:
@@ -143,6 +144,7 @@ class GateReport:
             "merge_base": self.merge_base,
             "policy": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self.policy).items()},
             "shard": self.shard,
+            "config_hash": self.config_hash,
             "verdict": self.verdict,
             "failed": self.failed,
             "overridden": self.overridden,
@@ -163,6 +165,7 @@ class GateReport:
             shard=data.get("shard"),
             overridden=data.get("overridden", False),
             mode=data.get("mode", "gate"),
+            config_hash=data.get("config_hash"),
         )
 
 

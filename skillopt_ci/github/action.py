@@ -36,9 +36,10 @@ from skillopt_ci.gate.report import render_gate
 from skillopt_ci.gate.run import run_gate
 from skillopt_ci.gate.verdict import GateReport
 from skillopt_ci.github import sharded
-from skillopt_ci.github.publisher import MARKER, Annotation, Publisher, PublishError
+from skillopt_ci.github.publisher import Annotation, Publisher, PublishError, marker
 from skillopt_ci.github.runner_files import append_summary, command, write_outputs
 from skillopt_ci.github.settings import ActionSettings, PullRequest, settings_from_env, shard_name
+from skillopt_ci.github.sticky import post_sticky
 from skillopt_ci.inputs.config import Config, load_config
 from skillopt_ci.models.registry import resolve_endpoint
 from skillopt_ci.render.eval_report import score_table
@@ -224,10 +225,10 @@ def gate_flow(ctx: Context) -> int:
     publisher = ctx.publisher_factory(s) if s.token and not s.shard else None  # a shard job posts nothing
     if changes and publisher and s.comment:
         names = ", ".join(code_span(c.name, 60) for c in changes)
-        ctx.publish(lambda: publisher.upsert_comment(
-            pr.number, f"{MARKER}\n## skillopt-ci gate: ⏳ evaluating…\n\nEvaluating {names} on split "
-                       f"{code_span(config.gate.split, 40)} at `{head_sha[:7]}`. This comment is updated "
-                       "when the results are in.\n"))
+        post_sticky(ctx, publisher, pr.number,
+                    f"{marker('gate', pr.head_sha)}\n## skillopt-ci gate: ⏳ evaluating…\n\nEvaluating {names} on "
+                    f"split {code_span(config.gate.split, 40)} at `{head_sha[:7]}`. This comment is updated "
+                    "when the results are in.\n")
     out = config.runs_dir / run_dir_name(f"gate-pr{pr.number}", head_sha[:12], shard_name(s.shard))
     ctx.run_dirs.append(out)
     command("group", "Evaluating changed skills", stream=ctx.out)
@@ -239,8 +240,8 @@ def gate_flow(ctx: Context) -> int:
             report = replace(report, head_ref=pr.head_sha, head_sha=pr.head_sha)
     except SkilloptError as exc:
         if publisher and s.comment and changes:
-            body = f"{MARKER}\n## skillopt-ci gate: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
-            ctx.publish(lambda: publisher.upsert_comment(pr.number, body))
+            body = f"{marker('gate', pr.head_sha)}\n## skillopt-ci gate: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
+            post_sticky(ctx, publisher, pr.number, body)
         raise
     finally:
         command("endgroup", "", stream=ctx.out)
@@ -273,8 +274,8 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
                     title=f"skillopt-ci: {skill.change.name} {skill.verdict}")
     if publisher:
         if s.comment:
-            body = render_gate(report, header=MARKER, run_url=s.run_url) + _trust_line(ctx)
-            url = ctx.publish(lambda: publisher.upsert_comment(pr.number, body, create=bool(report.skills)))
+            body = render_gate(report, header=marker('gate', pr.head_sha), run_url=s.run_url) + _trust_line(ctx)
+            url = post_sticky(ctx, publisher, pr.number, body, create=bool(report.skills))
             if url:
                 ctx.outputs["comment-url"] = url
         # GitHub has no "overridden" conclusion: success lets the PR merge, the title says why.

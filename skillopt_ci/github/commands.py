@@ -56,9 +56,10 @@ from skillopt_ci.github.action import (
     skip,
     train_flow,
 )
-from skillopt_ci.github.publisher import MARKER, Publisher, PublishError
+from skillopt_ci.github.publisher import Publisher, PublishError, marker
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.settings import PullRequest
+from skillopt_ci.github.sticky import post_sticky
 from skillopt_ci.inputs.config import Config, load_config
 from skillopt_ci.render.markdown import code_span, escape_inline
 
@@ -214,8 +215,8 @@ def _run_request(ctx: Context, publisher: Publisher, number: int, login: str, re
         return _train(ctx, publisher, pr) if request.mode == "train" else eval_command(ctx, publisher, config, pr)
     except SkilloptError as exc:  # no comment may stay at "evaluating…"
         if ctx.settings.comment:
-            body = f"{MARKER}\n## skillopt-ci {request.mode}: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
-            ctx.publish(lambda: publisher.upsert_comment(number, body))
+            body = f"{marker(request.mode, pr.head_sha)}\n## skillopt-ci {request.mode}: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
+            post_sticky(ctx, publisher, number, body)
         raise
 
 
@@ -305,8 +306,8 @@ def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullReq
         return skip(ctx, "No model key", f"{reason}. Nothing was evaluated.")
     names = ", ".join(code_span(e.name, 60) for e in entries)
     if s.comment:
-        ctx.publish(lambda: publisher.upsert_comment(pr.number, f"{MARKER}\n## skillopt-ci eval: ⏳ evaluating…\n\n"
-                                                     f"Evaluating {names} at `{pr.head_sha[:7]}`.\n"))
+        post_sticky(ctx, publisher, pr.number, f"{marker('eval', pr.head_sha)}\n## skillopt-ci eval: ⏳ evaluating…\n\n"
+                    f"Evaluating {names} at `{pr.head_sha[:7]}`.\n")
     stored, warning = trend.read_scores(s.scores_dir)
     if warning:
         command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
@@ -328,7 +329,7 @@ def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullReq
             + _trust_line(ctx))
     ctx.summary(body)
     if s.comment:
-        url = ctx.publish(lambda: publisher.upsert_comment(pr.number, f"{MARKER}\n{body}"))
+        url = post_sticky(ctx, publisher, pr.number, f"{marker('eval', pr.head_sha)}\n{body}")
         if url:
             ctx.outputs["comment-url"] = url
     ctx.outputs["verdict"] = "failed" if failed else "passed"
@@ -343,5 +344,5 @@ def _train(ctx: Context, publisher: Publisher, pr: PullRequest) -> int:
             else f"training: {ctx.outputs.get('verdict', 'unchanged')}; no pull request")
     if ctx.settings.comment:
         run = f"\n\n[Workflow run]({ctx.settings.run_url})" if ctx.settings.run_url else ""
-        ctx.publish(lambda: publisher.upsert_comment(pr.number, f"{MARKER}\n## skillopt-ci train\n\n{line}.{run}\n"))
+        post_sticky(ctx, publisher, pr.number, f"{marker('train', pr.head_sha)}\n## skillopt-ci train\n\n{line}.{run}\n")
     return code

@@ -1,7 +1,17 @@
 """Everything the Action says to GitHub, through PyGithub (imported here, lazily, and nowhere else).
 
-- One sticky comment per pull request, found by a hidden marker at the very start of a bot's
-  comment, edited in place. Untrusted text never contains the marker (see :mod:`markdown`).
+- One sticky comment per pull request and kind (``gate``, ``eval``, ``train``), found by its
+  hidden marker at the very start of a bot's comment, edited in place. The marker records the
+  kind and the head commit the comment is about: ``<!-- skillopt-ci:gate head=<sha> -->``.
+  Untrusted text never contains ``<!--`` (see :mod:`markdown`), so it can never carry a marker.
+- **The newest push wins.** Before writing, :meth:`Publisher.upsert_comment` re-reads the pull
+  request's head from the API. When it is still the head the comment is about, the newest comment
+  of that kind is edited (or one is created) and every other comment of that kind is deleted, so
+  there is never more than one. When the head has moved on, this run's result is outdated: it may
+  only edit a comment of its kind written for its own head (its own "evaluating…" note, which then
+  says it is outdated); it never creates one and never touches one for any other head — that is the
+  newer push's, or an older one a newer run will replace. It is left alone and :class:`Sticky`
+  says why. Comments from before markers recorded a head count as older than any head.
 - A check run on the PR's head commit, with annotations sent 50 per request (GitHub's limit).
 - Every call is retried per a :class:`RetryPolicy` (5xx, dropped connections, the secondary rate
   limit; see :mod:`skillopt_ci.github.retry`). A failure that remains becomes a
@@ -14,16 +24,42 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from skillopt_ci.core.redact import redact_args
 from skillopt_ci.github.retry import RetryPolicy, call_with_retry
 
-MARKER = "<!-- skillopt-ci:gate -->"
+KINDS = ("gate", "eval", "train")
+MARKER = "<!-- skillopt-ci:gate"  # how every gate comment starts (``marker("gate", sha)``, or an old one)
+_MARKER_RE = re.compile(r"<!-- skillopt-ci:(gate|eval|train)(?: head=([0-9a-f]{7,64}))? -->")
+COMMENT_LIMIT = 65_536
 CHECK_NAME = "skillopt-ci gate"
 CHECK_TEXT_LIMIT = 65_535
 ANNOTATIONS_PER_REQUEST = 50
+
+
+def marker(kind: str, head_sha: str) -> str:
+    """The hidden first line of the sticky comment of ``kind`` about commit ``head_sha``."""
+    if kind not in KINDS or not re.fullmatch(r"[0-9a-f]{7,64}", head_sha):
+        raise ValueError(f"no sticky comment of kind {kind!r} for head {head_sha!r}")
+    return f"<!-- skillopt-ci:{kind} head={head_sha} -->"
+
+
+def read_marker(body: str) -> tuple[str, str | None] | None:
+    """(kind, head or None for an old marker) of a body that starts with a marker, else None."""
+    found = _MARKER_RE.match(body or "")
+    return (found.group(1), found.group(2)) if found else None
+
+
+@dataclass(frozen=True)
+class Sticky:
+    """What :meth:`Publisher.upsert_comment` did: ``url`` of the comment written (None when none
+    was), and ``held``: why the comment was left alone (a newer push's), else None."""
+
+    url: str | None
+    held: str | None = None
 
 
 class PublishError(Exception):
@@ -105,23 +141,47 @@ class Publisher:
         return [label.name for label in self._call("reading labels", lambda: list(issue.get_labels()))]
 
     @redact_args
-    def upsert_comment(self, number: int, body: str, *, create: bool = True) -> str | None:
-        """Edit the one sticky comment, or create it when ``create``; returns its URL (None when
-        there was none and ``create`` is false). ``body`` must start with MARKER."""
+    def upsert_comment(self, number: int, body: str, *, create: bool = True) -> Sticky:
+        """Write the sticky comment ``body``, which starts with :func:`marker` (its kind and head),
+        under the rule of the module docstring; ``create`` false only edits an existing one."""
+        found = read_marker(body)
+        if found is None or found[1] is None:
+            raise ValueError("a sticky comment's body starts with marker(kind, head_sha)")
+        kind, ours = found
+        current = self._call("reading the pull request", self.repo.get_pull, number).head.sha
         issue = self._call("reading the pull request", self.repo.get_issue, number)
         comments = self._call("listing comments", lambda: list(issue.get_comments()))
-        mine = [c for c in comments if (c.body or "").startswith(MARKER) and getattr(c.user, "type", "") == "Bot"]
-        if mine:
-            comment = mine[-1]  # the newest: an older one may be a placeholder that could not be edited
-            try:
-                self._call("editing the comment", comment.edit, body)
-                return comment.html_url
-            except PublishError as exc:
-                return self._replace_comment(issue, comment, body, exc)
-        if not create:
-            return None
-        comment = self._call("commenting on the pull request", issue.create_comment, body)
-        return comment.html_url
+        mine = [(c, read_marker(c.body or "")) for c in comments if getattr(c.user, "type", "") == "Bot"]
+        mine = [(c, m[1]) for c, m in mine if m is not None and m[0] == kind]
+        if current != ours:
+            return self._outdated(body, ours, current, [c for c, head in mine if head == ours])
+        if not mine and not create:
+            return Sticky(None)
+        if not mine:
+            return Sticky(self._call("commenting on the pull request", issue.create_comment, body).html_url)
+        target = mine[-1][0]  # the newest: the one concurrent runs for this head also choose
+        for stale, _ in mine[:-1]:
+            with contextlib.suppress(PublishError):  # a duplicate left behind only repeats the older text
+                self._call("deleting a duplicate comment", stale.delete)
+        try:
+            self._call("editing the comment", target.edit, body)
+            return Sticky(target.html_url)
+        except PublishError as exc:
+            return Sticky(self._replace_comment(issue, target, body, exc))
+
+    def _outdated(self, body: str, ours: str, current: str, own: list[Any]) -> Sticky:
+        """The pull request moved to ``current`` after ``ours``: only this head's own comment is
+        updated (so it never stays at "evaluating…"), marked outdated; anything else is held."""
+        if not own:
+            return Sticky(None, held=f"the pull request's head is now {current[:7]}, so this result for "
+                                     f"{ours[:7]} was not posted: the comment is left to the newer push's run")
+        first, _, rest = body.partition("\n")
+        note = (f"> ⚠️ Outdated: this is the result for `{ours[:7]}`; the pull request has moved to "
+                f"`{current[:7]}` since, and that push's run updates its own comment.\n\n")
+        text = f"{first}\n{note}{rest}" if len(body) + len(note) + 1 <= COMMENT_LIMIT else body
+        self._call("editing the comment", own[-1].edit, text)
+        return Sticky(own[-1].html_url, held=f"the pull request's head is now {current[:7]}; only this run's own "
+                                             f"comment for {ours[:7]} was updated, marked outdated")
 
     def _replace_comment(self, issue: Any, stale: Any, body: str, why: PublishError) -> str:
         """Post ``body`` as a new comment because ``stale`` could not be edited, then delete

@@ -10,6 +10,12 @@ every shard run directory below that folder, merges them (:func:`merge_gate_runs
 exactly as the single job does (:func:`publish_gate`, :func:`report_evals`): the same comment,
 check run, job summary and outputs, with the same numbers.
 
+The merge job judges with its own configuration: the gate policy (margin, fail_on, confidence…),
+the split's tasks and the suites come from its checkout, never from a shard's ``gate.json``, and
+a gate shard whose config hash or suite hash is not this job's is refused with exit 2 naming the
+shard (:class:`~skillopt_ci.gate.merge.MergeJudge`). Eval shards are matched to the job's own
+skill and suite hashes and split, as before.
+
 A shard that is missing (its job failed before uploading) or unfinished (no ``gate.json`` or
 ``summary.json``) leaves its tasks without results, so the merged report is incomplete: the
 comment, the check run (a failure titled "Incomplete: …") and the job summary name the missing
@@ -29,10 +35,11 @@ from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.core.skill import load_skill
 from skillopt_ci.engine.merge import merge_eval_runs, read_json
-from skillopt_ci.gate.merge import incomplete_note, merge_gate_runs
+from skillopt_ci.gate.merge import incomplete_note, judge_for, merge_gate_runs
 from skillopt_ci.gate.verdict import GateReport
-from skillopt_ci.github.publisher import MARKER, Publisher
+from skillopt_ci.github.publisher import Publisher, marker
 from skillopt_ci.github.runner_files import command
+from skillopt_ci.github.sticky import post_sticky
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.render.markdown import code_span, escape_inline
 
@@ -110,7 +117,8 @@ def _merge_gate(ctx: Context) -> int:
         return _nothing_merged(ctx, publisher, pr.number, pr.head_sha, f"no shard job uploaded a gate ({_expected(ctx)})")
     out = config.runs_dir / run_dir_name(f"gate-pr{pr.number}", pr.head_sha[:12])
     ctx.run_dirs.append(out)
-    report = merge_gate_runs(dirs, out)
+    names = {s.get("name") for g in gates for s in g.get("skills") or [] if s.get("verdict") != "deleted"}
+    report = merge_gate_runs(dirs, out, judge_for(config, names))
     return publish_gate(ctx, report, out, pr, publisher, incomplete=incomplete_note(report))
 
 
@@ -123,7 +131,7 @@ def _nothing_merged(ctx: Context, publisher: Publisher | None, number: int, head
     ctx.summary(f"## skillopt-ci gate: 💥 incomplete\n\n{text}\n")
     ctx.outputs["verdict"] = "error"
     if publisher and s.comment:
-        ctx.publish(lambda: publisher.upsert_comment(number, f"{MARKER}\n## skillopt-ci gate: 💥 incomplete\n\n{text}\n"))
+        post_sticky(ctx, publisher, number, f"{marker('gate', head_sha)}\n## skillopt-ci gate: 💥 incomplete\n\n{text}\n")
     if publisher:
         ctx.publish(lambda: publisher.check_run(head_sha, conclusion="failure", title="Incomplete: no shard reported",
                                                 summary=text, annotations=[], details_url=s.run_url))
