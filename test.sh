@@ -2,8 +2,9 @@
 # The test suite on a fresh machine: ./test.sh [pytest arguments]
 #
 # 1. Debian's Chromium for the browser tests, installed with apt-get when `chromium` is absent
-#    (through sudo unless run as root); python3-venv too when no virtualenv is active and the
-#    system Python cannot make one.
+#    (through sudo unless run as root), bubblewrap for the sandbox when `bwrap` is absent, and
+#    python3-venv when no virtualenv is active and the system Python cannot make one. apt-get
+#    installs them without upgrading any package already installed (or fails and says so).
 # 2. The package with its test extra, into the active virtualenv, or else into .test/venv here.
 # 3. The import contract (lint-imports, docs/architecture.md): a violation stops here, with its
 #    exit code, before any test runs.
@@ -63,14 +64,29 @@ install_llama_server() {
 
 packages=()
 command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
 if [ -z "${VIRTUAL_ENV:-}" ] && ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then
   packages+=(python3-venv)
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
   sudo_cmd=()
   if [ "$(id -u)" != "0" ]; then sudo_cmd=(sudo); fi
+  # Nothing already installed changes: `--no-upgrade` only keeps the packages named on the command
+  # line, and apt still upgrades installed dependencies (systemd, perl) that a new package or its
+  # recommendations want newer. A pin of the installed versions ("now", the dpkg status) above every
+  # archive makes each installed version its own candidate, so apt installs around them or refuses.
+  # The pin lives in a file given to these two commands only; the system's own pins still apply.
+  pin="$(mktemp)"
+  printf 'Package: *\nPin: release a=now\nPin-Priority: 1001\n' >"$pin"
+  chmod 644 "$pin"
   "${sudo_cmd[@]}" apt-get update -q
-  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}"
+  if ! "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dir::Etc::Preferences="$pin" \
+       "${packages[@]}"; then
+    rm -f "$pin"
+    echo "test.sh: apt-get could not install ${packages[*]} without upgrading installed packages; install them yourself" >&2
+    exit 1
+  fi
+  rm -f "$pin"
 fi
 
 mkdir -p .test/cache .test/config
