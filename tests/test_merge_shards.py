@@ -122,3 +122,24 @@ def test_merging_two_of_three_gate_shards_is_inconclusive(tmp_path, server):
     assert skill["head"]["complete"] is False and skill["head"]["missing_tasks"]
     # The full set fails like the single run does.
     assert run_cli("merge", *shards, "--out", str(tmp_path / "all"), cwd=root).code == 1
+
+
+def test_merge_refuses_an_out_that_is_one_of_its_inputs_and_leaves_it_intact(project, tmp_path):
+    one = eval_shard(project, tmp_path / "shard-1", "1/2")
+    two = eval_shard(project, tmp_path / "shard-2", "2/2")
+    before = {p.name: p.read_bytes() for p in one.iterdir() if p.is_file()}
+    for out in (one, one / "merged"):
+        res = run_cli("merge", str(one), str(two), "--out", str(out), cwd=project)
+        assert res.code == 2, res.err
+        assert f"--out {out} is (or overlaps) the input run directory {one}" in res.err.splitlines()[0]
+    assert {p.name: p.read_bytes() for p in one.iterdir() if p.is_file()} == before
+    assert not (one / "merged").exists()
+
+
+def test_an_eval_shard_with_no_task_exits_0_and_says_the_slice_is_empty(project, tmp_path):
+    n = len(split_ids(project)) * 3
+    empty = next(i for i in range(1, n + 1) if not any(Shard(i, n).holds(t) for t in split_ids(project)))
+    res = run_cli("eval", "ticket-triage", "--split", "train", "--shard", f"{empty}/{n}", "--out",
+                  str(tmp_path / "e"), "--quiet", cwd=project)
+    assert res.code == 0, res.err
+    assert f"ok: shard {empty}/{n} holds no task of the 'train' split" in res.err

@@ -327,7 +327,11 @@ def run_eval(
 
 def threshold_verdict(summary: EvalSummary, threshold: float | None) -> tuple[int, str]:
     """Exit code and one line for an eval-only check. Too little data is inconclusive (exit 3),
-    never a silent pass."""
+    never a silent pass. A shard that holds no task of the split passes (exit 0, as the gate's
+    and the Action's shard jobs do): its slice is empty, and the merge of the slices judges."""
+    if summary.shard and summary.n_tasks == 0:
+        return EXIT_OK, (f"shard {summary.shard} holds no task of the {summary.split!r} split: nothing to "
+                         "measure here (merge the slices for the verdict)")
     if not summary.complete:
         return EXIT_RUNTIME, f"incomplete: {summary.stopped}; re-run the same command to resume"
     if summary.coverage < MIN_COVERAGE or summary.mean is None:
