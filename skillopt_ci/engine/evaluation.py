@@ -287,8 +287,10 @@ class EvalSession:
                          errors=ErrorPolicy(self.config.max_error_rate, self.config.min_attempts),
                          progress=progress, fresh=fresh, stop_when=stop_when, environment=environment)
             )
-            if self.pool.batch is not None:
-                outcome = replace(outcome, summary=replace(outcome.summary, pricing="batch"))
+            s = outcome.summary
+            if self.pool.batch is not None and s.cache_hits < s.n_results:
+                # a run answered wholly from the cache sent nothing through a batch: no batch price to note
+                outcome = replace(outcome, summary=replace(s, pricing="batch"))
             run.write_text("skill.md", plan.skill.text)
             run.write_json("summary.json", outcome.summary.to_dict())
         return outcome
