@@ -52,6 +52,14 @@ def endpoint_key(spec: ModelSpec) -> str:
     return f"{spec.provider} {spec.base_url or ''} {spec.model}"
 
 
+def batch_error(exc: ProviderError) -> ProviderError:
+    """A call that failed in batch mode says so: an endpoint without the batch API answers its file
+    and batch routes with 404 or 405, which alone reads like a broken model."""
+    missing = " (does this endpoint offer the batch API? run without --batch)" if exc.status in (404, 405) else ""
+    return ProviderError(exc.kind, f"through the batch API: {exc.message}{missing}", status=exc.status,
+                         retryable=exc.retryable, retry_after=exc.retry_after)
+
+
 class ModelPool:
     """Call models by role. ``complete`` never raises for a failed call except as
     :class:`ProviderError` (after retries) or :class:`RuntimeFailure` (a replay-only cache miss)."""
@@ -159,6 +167,8 @@ class ModelPool:
             if asks_too_long(exc, spec.max_retry_wait):
                 raise wait_refused(exc, f"the {role} model {spec.model!r}", f"models.{role}.max_retry_wait",
                                    spec.max_retry_wait) from exc
+            if self.batch is not None:
+                raise batch_error(exc) from exc
             raise
         cost = cost_of(completion.usage, price)
         spend.calls += 1
