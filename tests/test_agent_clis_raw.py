@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,7 +80,12 @@ enabled = false
 def run_claude(server: ScriptedModelServer, tmp_path: Path, body: str,
                instructions: str | None = None) -> tuple[subprocess.CompletedProcess, Path]:
     workspace, home = _workspace(tmp_path, ".claude/skills", body, instructions)
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": server.anthropic_base_url,
+    # Without TMPDIR the CLI keeps per-user files in the system's /tmp (claude-<uid>/), outside the
+    # test's folder, and leaves them there; the environment's rollouts point it at their home too.
+    temp = home / "tmp"
+    temp.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "TMPDIR": str(temp),
+           "ANTHROPIC_BASE_URL": server.anthropic_base_url,
            "ANTHROPIC_API_KEY": KEY, "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
            "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
            "CLAUDE_CODE_MAX_RETRIES": "0"}
@@ -179,3 +185,16 @@ def test_claude_code_repeats_a_cut_stream_without_streaming(server, tmp_path):
     first, retry = server.calls[0], server.calls[1]
     assert first.fault == "drop" and first.request.params["stream"] is True
     assert not retry.request.params.get("stream") and retry.request.messages == first.request.messages
+
+
+def cli_temp_folder(temp: Path, workspace: Path) -> Path:
+    """Where Claude Code keeps a project's per-user temporary files: ``claude-<uid>/`` in its
+    temporary folder, then the project's path with every character but [A-Za-z0-9] a '-'."""
+    return temp / f"claude-{os.getuid()}" / re.sub(r"[^A-Za-z0-9]", "-", str(workspace))
+
+
+def test_claude_code_keeps_its_temporary_files_in_the_tests_temp_folder_not_the_systems(server, tmp_path):
+    done, workspace = run_claude(server, tmp_path, RULED)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert cli_temp_folder(tmp_path / "home/tmp", workspace).is_dir()  # the premise: the CLI wrote its files
+    assert not cli_temp_folder(Path("/tmp"), workspace).exists()

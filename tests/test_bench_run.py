@@ -174,3 +174,20 @@ def test_a_budget_stop_marks_the_cell_incomplete_and_exits_3(bench):
     assert "n 2/8" in qa and "incomplete (token budget reached" in qa
     again = bench_run(root, "--benchmarks", "fakeqa")  # the same command resumes, and stops again
     assert again.code == 3
+
+
+def test_a_cell_with_more_errors_than_max_error_rate_fails_the_command(bench):
+    from skillopt_ci.testing import Fault
+
+    root, server = bench
+    server.inject(*[Fault.status(400, "Scripted refusal.")] * 4)  # not retried: 4 of the 6 rollouts error
+    result = bench_run(root, "--benchmarks", "fakemath")
+    assert result.code == 3, result.err
+    assert "fail: Fake Math · as imported: 4 of 6 rollouts errored (67%), more than eval.max_error_rate 50%" in result.err
+
+
+def test_the_suites_dir_help_names_the_folder_that_holds_the_suites():
+    result = run_cli("bench", "run", "--help")
+    text = " ".join(result.out.split())
+    assert "The folder holding the imported suites, one folder each" in text
+    assert "after bench import --out DIR/NAME, pass DIR" in text

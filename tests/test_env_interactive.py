@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -427,3 +429,78 @@ def test_eval_runs_the_interactive_suite_through_the_cli(tmp_path):
         again = run_cli("eval", "text-adventurer", "--out", str(tmp_path / "again"), "--quiet", cwd=root)
         assert again.code == 0, again.err
         assert server.call_count == calls
+
+
+# --- time limits: a world that never answers ----------------------------------------------------
+
+HANGING_WORLD = """import threading
+FOREVER = threading.Event()
+CLOSED = []
+class World:
+    def __init__(self, hang_in='step'):
+        self.hang_in = hang_in
+    def reset(self, task):
+        if self.hang_in == 'reset':
+            FOREVER.wait()
+        return 'start'
+    def step(self, action):
+        if self.hang_in == 'step':
+            FOREVER.wait()
+        return 'nothing happens', 0.0, False
+    def close(self):
+        CLOSED.append(1)
+"""
+
+
+@pytest.mark.parametrize("hang_in", ["reset", "step"])
+def test_a_world_call_that_never_returns_is_abandoned_at_the_step_limit(tmp_path, hang_in):
+    suite = write_world(tmp_path, HANGING_WORLD)
+    env = environment(suite, world="world:World", world_options={"hang_in": hang_in}, step_timeout_s=0.2)
+    rollout = run(env, request(tasks("train")[0]), FakeCaller(["<action>wait</action>"]))
+    assert rollout.error == {"kind": "time_limit", "message": f"task 'key-open-box': the world's {hang_in} did not "
+                             "return within 0.2 s (step_timeout_s = 0.2 s); the world was abandoned"}
+    assert rollout.steps[-1].text == f"the world's close was not called: its {hang_in} had not returned"
+    module = sys.modules[env.world_class.__module__]
+    assert module.CLOSED == []
+    module.FOREVER.set()  # let the abandoned thread end
+
+
+def test_an_episode_that_outlasts_its_time_limit_is_an_errored_rollout(tmp_path):
+    suite = write_world(tmp_path, HANGING_WORLD)
+    env = environment(suite, world="world:World", world_options={"hang_in": "none"}, time_limit_s=0.3)
+
+    class SlowCaller(FakeCaller):
+        async def complete(self, *args, **kwargs):
+            await asyncio.sleep(0.05)
+            return await super().complete(*args, **kwargs)
+
+    rollout = run(env, request(tasks("train")[0]), SlowCaller(["<action>wait</action>"] * 1000))
+    assert rollout.error == {"kind": "time_limit", "message":
+                             "task 'key-open-box': the episode did not finish within time_limit_s = 0.3 s"}
+    assert sys.modules[env.world_class.__module__].CLOSED == [1]  # a world that answers is still closed
+
+
+def test_an_eval_whose_world_never_returns_ends_with_the_rollouts_errored(tmp_path):
+    """The whole command, in a process of its own: it exits (the abandoned thread does not keep it
+    alive) and says why the rollouts errored."""
+    project = tmp_path / "p"
+    shutil.copytree(SUITE, project / "eval_suites/textworld")
+    suite_yaml = project / "eval_suites/textworld/suite.yaml"
+    (project / "eval_suites/textworld/world.py").write_text(HANGING_WORLD)
+    data = yaml.safe_load(suite_yaml.read_text())
+    data["environment"] = {**data["environment"], "world": "world:World", "step_timeout_s": 0.2}
+    suite_yaml.write_text(yaml.safe_dump(data))
+    (project / "skills/textworld").mkdir(parents=True)
+    (project / "skills/textworld/SKILL.md").write_text(BASE_SKILL)
+    with ScriptedModelServer(lambda request: "<action>wait</action>") as server:
+        (project / "skillopt.yml").write_text(yaml.safe_dump({
+            "version": 1, "skills": [{"path": "skills/textworld/SKILL.md", "suite": "eval_suites/textworld"}],
+            "models": {"target": {"provider": "openai-compatible", "model": "m", "base_url": server.openai_base_url}},
+            "cache": {"mode": "off"}}))
+        done = subprocess.run([sys.executable, "-m", "skillopt_ci", "eval", "text-adventurer", "--out", str(tmp_path / "run"),
+                               "--quiet"], cwd=project, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "OPENAI_API_KEY": "k"})
+    assert done.returncode == 3, done.stderr
+    results = [json.loads(line) for line in (tmp_path / "run/results.jsonl").read_text().splitlines()]
+    assert results and all(r["error"]["kind"] == "time_limit" for r in results)
+    assert "did not return within 0.2 s" in results[0]["error"]["message"]

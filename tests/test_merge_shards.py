@@ -140,3 +140,24 @@ def test_merge_refuses_gate_shards_that_disagree_on_the_policy(tmp_path, server)
     (Path(shards[1]) / "gate.json").write_text(json.dumps(gate))
     res = run_cli("merge", *shards, "--out", str(tmp_path / "merged"), cwd=root)
     assert res.code == 2 and "gate policy differs" in res.err and "shard2" in res.err
+
+
+def test_merge_refuses_an_out_that_is_one_of_its_inputs_and_leaves_it_intact(project, tmp_path):
+    one = eval_shard(project, tmp_path / "shard-1", "1/2")
+    two = eval_shard(project, tmp_path / "shard-2", "2/2")
+    before = {p.name: p.read_bytes() for p in one.iterdir() if p.is_file()}
+    for out in (one, one / "merged"):
+        res = run_cli("merge", str(one), str(two), "--out", str(out), cwd=project)
+        assert res.code == 2, res.err
+        assert f"--out {out} is (or overlaps) the input run directory {one}" in res.err.splitlines()[0]
+    assert {p.name: p.read_bytes() for p in one.iterdir() if p.is_file()} == before
+    assert not (one / "merged").exists()
+
+
+def test_an_eval_shard_with_no_task_exits_0_and_says_the_slice_is_empty(project, tmp_path):
+    n = len(split_ids(project)) * 3
+    empty = next(i for i in range(1, n + 1) if not any(Shard(i, n).holds(t) for t in split_ids(project)))
+    res = run_cli("eval", "ticket-triage", "--split", "train", "--shard", f"{empty}/{n}", "--out",
+                  str(tmp_path / "e"), "--quiet", cwd=project)
+    assert res.code == 0, res.err
+    assert f"ok: shard {empty}/{n} holds no task of the 'train' split" in res.err

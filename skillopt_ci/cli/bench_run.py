@@ -30,7 +30,8 @@ def names(value: str | None, option: str) -> tuple[str, ...]:
               "(default: each suite's own environment).")
 @click.option("--split", default="test", show_default=True, help="Which split to evaluate.")
 @click.option("--suites-dir", type=click.Path(path_type=Path), default=Path("eval_suites"), show_default=True,
-              help="Where the imported suites are (skillopt-ci bench import --out).")
+              help="The folder holding the imported suites, one folder each (bench import writes eval_suites/NAME; "
+                   "after bench import --out DIR/NAME, pass DIR).")
 @click.option("--out", type=click.Path(path_type=Path), help="Where to write bench.md and bench.json (default: under runs_dir).")
 @click.option("--model", help="Target model as provider:model, overriding skillopt.yml.")
 @click.option("--base-url", help="Base URL for --model (OpenAI-compatible servers).")
@@ -45,7 +46,7 @@ def bench_run(state: State, skill: Path, benchmarks: str | None, envs: str | Non
               out: Path | None, model: str | None, base_url: str | None, cache_mode: str | None,
               concurrency: int | None, shard: str | None, fresh: bool, assume_yes: bool, quiet: bool) -> None:
     """Evaluate a skill on imported benchmarks: one table, benchmark × environment."""
-    from skillopt_ci.benchmarks.run import BenchRequest, exit_code, run_bench
+    from skillopt_ci.benchmarks.run import BenchRequest, exit_code, run_bench, too_many_errors
     from skillopt_ci.core.paths import display_path
     from skillopt_ci.core.shard import parse_shard
     from skillopt_ci.render.bench_table import bench_text, heading
@@ -63,4 +64,6 @@ def bench_run(state: State, skill: Path, benchmarks: str | None, envs: str | Non
     click.echo("")
     click.echo(bench_text(outcome.table))
     click.echo(f"\nwritten: {display_path(outcome.out / 'bench.md')}, {display_path(outcome.out / 'bench.json')}")
-    sys.exit(exit_code(outcome.table))
+    for line in too_many_errors(outcome.table, config.max_error_rate):
+        click.echo(f"fail: {line}", err=True)
+    sys.exit(exit_code(outcome.table, config.max_error_rate))

@@ -146,6 +146,16 @@ def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple
         _finish_gate(report, out, as_json, as_markdown)
 
 
+def _refuse_an_input_as_out(dirs: tuple[Path, ...], out: Path) -> None:
+    """--out must not be (or hold, or lie inside) a shard being merged: writing it would destroy that shard."""
+    target = out.resolve()
+    for given in dirs:
+        source = given.resolve()
+        if target == source or source in target.parents or target in source.parents:
+            raise InputError(f"--out {out} is (or overlaps) the input run directory {given}: the merge would "
+                             "overwrite that shard", hint="give --out a new folder")
+
+
 @click.command()
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Where to write the merged run.")
@@ -160,6 +170,7 @@ def merge(dirs: tuple[Path, ...], out: Path, as_json: bool) -> None:
     from skillopt_ci.render.eval_report import eval_report, score_table
 
     check_dir(out, "--out")
+    _refuse_an_input_as_out(dirs, out)
     kinds = {kind_of(d) for d in dirs}
     if len(kinds) > 1:
         raise InputError("cannot merge eval runs with gate runs", hint="pass the shard directories of one job")

@@ -287,8 +287,10 @@ class EvalSession:
                          errors=ErrorPolicy(self.config.max_error_rate, self.config.min_attempts),
                          progress=progress, fresh=fresh, stop_when=stop_when, environment=environment)
             )
-            if self.pool.batch is not None:
-                outcome = replace(outcome, summary=replace(outcome.summary, pricing="batch"))
+            s = outcome.summary
+            if self.pool.batch is not None and s.cache_hits < s.n_results:
+                # a run answered wholly from the cache sent nothing through a batch: no batch price to note
+                outcome = replace(outcome, summary=replace(s, pricing="batch"))
             run.write_text("skill.md", plan.skill.text)
             run.write_json("summary.json", outcome.summary.to_dict())
         return outcome
@@ -327,7 +329,11 @@ def run_eval(
 
 def threshold_verdict(summary: EvalSummary, threshold: float | None) -> tuple[int, str]:
     """Exit code and one line for an eval-only check. Too little data is inconclusive (exit 3),
-    never a silent pass."""
+    never a silent pass. A shard that holds no task of the split passes (exit 0, as the gate's
+    and the Action's shard jobs do): its slice is empty, and the merge of the slices judges."""
+    if summary.shard and summary.n_tasks == 0:
+        return EXIT_OK, (f"shard {summary.shard} holds no task of the {summary.split!r} split: nothing to "
+                         "measure here (merge the slices for the verdict)")
     if not summary.complete:
         return EXIT_RUNTIME, f"incomplete: {summary.stopped}; re-run the same command to resume"
     if summary.coverage < MIN_COVERAGE or summary.mean is None:

@@ -2,8 +2,11 @@
 
 The world is a class (``world: "module:Class"``, a file of the suite directory or an installed
 module) built with ``world_options`` once per rollout: ``reset(task) -> observation``,
-``step(action) -> (observation, reward, done)``, optional ``close()``. Its calls run in a worker
-thread (real worlds are slow and synchronous). ``reset`` gets the task record; when the task
+``step(action) -> (observation, reward, done)``, optional ``close()``. Its calls run on a thread
+of the rollout's own (real worlds are slow and synchronous), each within ``step_timeout_s`` and
+the episode within ``time_limit_s`` (model calls included); a call past its limit is an errored
+rollout of kind ``time_limit`` and its world is abandoned, never closed (see
+:mod:`skillopt_ci.envs.world_thread`). ``reset`` gets the task record; when the task
 lists ``files`` (suite files or assets ``@root/path``), it also gets their checked absolute paths
 under ``file_paths``.
 
@@ -49,6 +52,7 @@ from skillopt_ci.core.text import clip
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs import turn_prompt as turns
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, keep_image, task_images
+from skillopt_ci.envs.world_thread import WorldHung, WorldThread
 from skillopt_ci.envs.worlds import load_world_class
 from skillopt_ci.inputs.assets import suite_file
 from skillopt_ci.inputs.usercode import user_code
@@ -73,13 +77,21 @@ class InteractiveOptions:
     require_tags: tuple[str, ...] = ()  # tags the reply must also hold for its action to count
     reject_cjk: bool = False  # a reply holding a CJK character has no action
     lowercase: bool = False  # the action is lowercased before it goes to the world
+    step_timeout_s: float = 60.0  # longest a world's call (reset, step, close…) may take
+    time_limit_s: float = 1800.0  # longest a whole episode may take, model calls included
 
 
-LATER_OPTIONS = {"turn_prompt": "", "skill_heading": "", "require_tags": [], "reject_cjk": False, "lowercase": False}
+LATER_OPTIONS = {"turn_prompt": "", "skill_heading": "", "require_tags": [], "reject_cjk": False, "lowercase": False,
+                 "step_timeout_s": 60.0, "time_limit_s": 1800.0}
 
 
 class WorldFailure(Exception):
-    """The world raised or broke its contract; the message names the task and what happened."""
+    """The world raised or broke its contract; the message names the task and what happened.
+    ``kind``: the errored result's kind (``environment``, or ``time_limit`` for a call that hung)."""
+
+    def __init__(self, message: str, kind: str = "environment"):
+        super().__init__(message)
+        self.kind = kind
 
 
 def parse_action(text: str, rule: str, tag: str = "action") -> str | None:
@@ -111,6 +123,8 @@ class Episode:
     last_action: str = ""
     completions: list[Completion] = field(default_factory=list)
     error: dict[str, str] | None = None
+    world: WorldThread | None = None  # where the world's calls run
+    deadline: float = math.inf  # monotonic time the episode must end by
 
     def add(self, kind: str, text: str, **extra: Any) -> None:
         self.steps.append(Step(kind, text, elapsed_s=time.monotonic() - self.started, **extra))
@@ -160,6 +174,11 @@ class InteractiveEnvironment(BaseEnvironment):
         if o.history < 0:
             raise InputError(f'option "history" of environment interactive must be 0 or more, got {o.history}',
                              where=where)
+        for key in ("step_timeout_s", "time_limit_s"):
+            value = getattr(o, key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise InputError(f'option "{key}" of environment interactive must be a number of seconds '
+                                 f"above 0, got {value!r}", where=where)
         if o.action not in ACTION_RULES:
             raise InputError(f'option "action" of environment interactive must be one of '
                              f"{', '.join(ACTION_RULES)}, got {o.action!r}", where=where)
@@ -184,34 +203,44 @@ class InteractiveEnvironment(BaseEnvironment):
         return {"type": self.name, **values}
 
     async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
-        episode = Episode(request.task.id)
-        images = task_images(request.task, request.suite_dir)
-        world: Any = None
+        episode = Episode(request.task.id, world=WorldThread(f"world {request.task.id}"))
+        episode.deadline = episode.started + self.options.time_limit_s
+        world: list[Any] = []  # the world once built, for the close below
         try:
-            world = await self._world_call(episode, "constructor", self.world_class, **self.options.world_options)
-            fields = await asyncio.to_thread(task_record, request)
-            first = await self._world_call(episode, "reset", world.reset, fields)
-            if not isinstance(first, str):
-                raise WorldFailure(f"task {episode.task_id!r}: the world's reset returned "
-                                   f"{type(first).__name__}, not an observation string")
-            episode.observe(None, first, initial=True)
-            await self._world_info(world, episode, objective=True)
-            if images:  # shown from the first turn on: the viewer puts them at the first observation
-                names = tuple(keep_image(image, request.image_dir) for image in images)
-                episode.steps[-1] = dataclasses.replace(episode.steps[-1], images=names)
-            while not episode.done and episode.turns < self.options.max_steps:
-                await self._turn(world, request, models, episode, images)
+            await asyncio.wait_for(self._episode(request, models, episode, world), self.options.time_limit_s)
+        except asyncio.TimeoutError:
+            message = (f"task {episode.task_id!r}: the episode did not finish within "
+                       f"time_limit_s = {self.options.time_limit_s:g} s")
+            episode.error = {"kind": "time_limit", "message": message}
+            episode.add("error", message)
         except ProviderError as exc:
             episode.error = {"kind": exc.kind, "message": exc.message}
             episode.add("error", f"{exc.kind}: {exc.message}")
         except WorldFailure as exc:
-            episode.error = {"kind": "environment", "message": str(exc)}
+            episode.error = {"kind": exc.kind, "message": str(exc)}
             episode.add("error", str(exc))
-        except BaseException:  # cancelled: close at once, synchronously, and let it through
-            self._close(world, episode)
+        except BaseException:  # cancelled: leave the close to the world's thread and let it through
+            self._post_close(world[0] if world else None, episode)
             raise
-        await asyncio.to_thread(self._close, world, episode)
+        await self._close(world[0] if world else None, episode)
         return episode.rollout(render_transcript(request.prompt, episode.steps, TRANSCRIPT_CHARS))
+
+    async def _episode(self, request: RolloutRequest, models: ModelCaller, episode: Episode, built: list[Any]) -> None:
+        images = task_images(request.task, request.suite_dir)
+        world = await self._world_call(episode, "constructor", self.world_class, **self.options.world_options)
+        built.append(world)
+        fields = await asyncio.to_thread(task_record, request)
+        first = await self._world_call(episode, "reset", world.reset, fields)
+        if not isinstance(first, str):
+            raise WorldFailure(f"task {episode.task_id!r}: the world's reset returned "
+                               f"{type(first).__name__}, not an observation string")
+        episode.observe(None, first, initial=True)
+        await self._world_info(world, episode, objective=True)
+        if images:  # shown from the first turn on: the viewer puts them at the first observation
+            names = tuple(keep_image(image, request.image_dir) for image in images)
+            episode.steps[-1] = dataclasses.replace(episode.steps[-1], images=names)
+        while not episode.done and episode.turns < self.options.max_steps:
+            await self._turn(world, request, models, episode, images)
 
     async def _turn(self, world: Any, request: RolloutRequest, models: ModelCaller, episode: Episode,
                     images: tuple[Any, ...]) -> None:
@@ -251,23 +280,45 @@ class InteractiveEnvironment(BaseEnvironment):
             episode.objective = found
 
     async def _world_call(self, episode: Episode, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn`` on the episode's world thread, within the step limit and what is left of the episode's."""
+        assert episode.world is not None
+        limit = min(self.options.step_timeout_s, episode.deadline - time.monotonic())
         try:
-            return await asyncio.to_thread(_guarded, fn, *args, **kwargs)
+            return await episode.world.call(limit, what, _guarded, fn, *args, **kwargs)
+        except WorldHung as exc:
+            raise WorldFailure(f"task {episode.task_id!r}: {exc} (step_timeout_s = {self.options.step_timeout_s:g} s); "
+                               "the world was abandoned", kind="time_limit") from None
         except InputError:  # the world's data or package is missing: the user's to fix, exit 2
             raise
         except Exception as exc:
             raise WorldFailure(f"task {episode.task_id!r}: the world's {what} raised "
                                f"{type(exc).__name__}: {clip(str(exc), 200)}") from exc
 
-    def _close(self, world: Any, episode: Episode) -> None:
-        """Call the world's ``close`` if it has one; a failing close is recorded as a step."""
+    async def _close(self, world: Any, episode: Episode) -> None:
+        """Call the world's ``close`` if it has one, on its thread and within the step limit; a
+        failing close is recorded as a step. An abandoned world is not closed (its thread is busy)."""
+        thread = episode.world
+        assert thread is not None
         close = getattr(world, "close", None)
         if not callable(close):
+            thread.stop()
+            return
+        if thread.hung is not None:
+            episode.add("error", f"the world's close was not called: its {thread.hung} had not returned")
             return
         try:
-            _guarded(close)
+            await thread.call(self.options.step_timeout_s, "close", _guarded, close)
+        except WorldHung as exc:
+            episode.add("error", str(exc))
         except Exception as exc:  # the episode is over; a failing close is noted, not fatal
             episode.add("error", f"the world's close raised {type(exc).__name__}: {clip(str(exc), 200)}")
+        thread.stop()
+
+    def _post_close(self, world: Any, episode: Episode) -> None:
+        """On cancellation: the world's ``close`` on its thread, waited for at most the step limit."""
+        assert episode.world is not None
+        close = getattr(world, "close", None)
+        episode.world.finish(close if callable(close) else (lambda: None), self.options.step_timeout_s)
 
     def instruction(self) -> str:
         o = self.options

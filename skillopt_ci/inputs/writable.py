@@ -28,6 +28,9 @@ _PATH_MISTAKES = {errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.
                   errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP}
 
 
+_DISK_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
+
+
 def _first_existing(path: Path) -> Path:
     for candidate in (path, *path.parents):
         if candidate.exists():
@@ -77,6 +80,9 @@ def _check_creatable(path: Path, what: str, where: str) -> None:
 def os_error_message(exc: OSError) -> tuple[str, int] | None:
     """One line and an exit code for a file-system error on a named path; None for others
     (those are bugs or network errors and keep their traceback)."""
+    if exc.errno in _DISK_FULL:  # the results written so far are kept; free space and resume
+        where = f": {exc.filename}" if exc.filename is not None else ""
+        return f"{_DISK_FULL[exc.errno]}{where} (free some space, then run the same command again)", EXIT_RUNTIME
     if exc.filename is None:
         return None
     reason = exc.strerror or type(exc).__name__
@@ -88,16 +94,23 @@ def os_error_message(exc: OSError) -> tuple[str, int] | None:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part.
-    Secrets are redacted on the way (:mod:`skillopt_ci.core.redact`)."""
+    Secrets are redacted on the way (:mod:`skillopt_ci.core.redact`). An error names ``path``
+    (or its folder), never the temporary file."""
     text = redact(text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _create_temp(path)
+    try:
+        fd, tmp = _create_temp(path)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path.parent)) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk while writing: name the file the user knows
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

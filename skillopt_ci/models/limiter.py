@@ -6,7 +6,9 @@ the configured concurrency (its ceiling) and follows the provider:
 
 - **Multiplicative decrease** on a rate-limit answer (429, Anthropic's 529): the limit halves
   (never below 1), once per wave — further 429s from calls that were already in flight when it
-  halved do not halve it again — and no new call starts before the server's ``retry-after``.
+  halved do not halve it again — and no new call *to the same endpoint* starts before the
+  server's ``retry-after`` (a pause the provider asked of one model and key holds no other; a
+  wait beyond the cap pauses nothing: that call fails the run at once, see :mod:`retry`).
 - **Additive increase** on success: +1 after a full limit's worth of successes in a row of calls
   started under the current limit, up to the ceiling.
 - **The provider's own counters**, where it sends them (OpenAI ``x-ratelimit-remaining-requests``
@@ -105,15 +107,16 @@ class AdaptiveLimit:
         self.decreases = 0
         self.lowest = self.ceiling
         self.clock = clock
-        self._not_before = 0.0
+        self._not_before: dict[str, float] = {}  # by endpoint: a provider pauses only its own calls
         self._wave = 0  # bumped at each decrease; a call started before it cannot decrease again
         self._successes = 0
         self._waiters: list[asyncio.Future[None]] = []
 
-    async def acquire(self) -> int:
-        """Wait for a slot; returns the wave the call started in (pass it to :meth:`release`)."""
+    async def acquire(self, key: str = "") -> int:
+        """Wait for a slot (and for any pause of endpoint ``key``); returns the wave the call
+        started in (pass it to :meth:`release`)."""
         while True:
-            wait = self._not_before - self.clock()
+            wait = self._not_before.get(key, 0.0) - self.clock()
             if wait <= 0 and self.in_flight < int(self.limit):
                 self.in_flight += 1
                 return self._wave
@@ -126,21 +129,25 @@ class AdaptiveLimit:
                     self._waiters.remove(waiter)
 
     def release(self, wave: int, *, limited: bool = False, retry_after: float | None = None,
-                rate: RateInfo | None = None, max_pause: float = MAX_PAUSE_S) -> None:
-        """End a call: ``limited`` when the provider answered with a rate limit. A wait the
-        provider asks for holds new calls at most ``max_pause`` seconds (the role's
-        ``max_retry_wait``, as for its retries)."""
+                rate: RateInfo | None = None, max_pause: float = MAX_PAUSE_S, key: str = "") -> None:
+        """End a call to endpoint ``key``: ``limited`` when the provider answered with a rate
+        limit. A wait the provider asks for holds new calls to ``key`` at most ``max_pause``
+        seconds (the role's ``max_retry_wait``, as for its retries); a longer one holds none."""
         self.in_flight -= 1
         if self.adaptive:
-            self._adapt(wave, limited, retry_after, rate, min(max_pause, MAX_PAUSE_S))
+            self._adapt(wave, limited, retry_after, rate, max_pause, key)
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
 
+    def _pause(self, key: str, seconds: float, max_pause: float) -> None:
+        if seconds <= max_pause:
+            until = self.clock() + min(seconds, MAX_PAUSE_S)
+            self._not_before[key] = max(self._not_before.get(key, 0.0), until)
+
     def _adapt(self, wave: int, limited: bool, retry_after: float | None, rate: RateInfo | None,
-               max_pause: float) -> None:
-        now = self.clock()
+               max_pause: float, key: str) -> None:
         if limited:
             self._successes = 0
             if wave == self._wave:  # the first rate limit of this wave
@@ -149,10 +156,10 @@ class AdaptiveLimit:
                 self._wave += 1
                 self.decreases += 1
             if retry_after:
-                self._not_before = max(self._not_before, now + min(retry_after, max_pause))
+                self._pause(key, retry_after, max_pause)
             return
         if rate is not None and rate.exhausted and rate.reset_s:
-            self._not_before = max(self._not_before, now + min(rate.reset_s, max_pause))
+            self._pause(key, min(rate.reset_s, max_pause), max_pause)
         if wave != self._wave:  # started under the limit before the last decrease: says nothing of this one
             return
         self._successes += 1

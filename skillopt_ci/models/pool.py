@@ -19,7 +19,7 @@ from skillopt_ci.models.cache import ResponseCache, cache_key, redacted
 from skillopt_ci.models.limiter import AdaptiveLimit
 from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
 from skillopt_ci.models.registry import Endpoint, base_url_of, create_backend, resolve_endpoint
-from skillopt_ci.models.retry import BASE_DELAY_S, with_retries
+from skillopt_ci.models.retry import BASE_DELAY_S, asks_too_long, wait_refused, with_retries
 from skillopt_ci.models.structured import ReplyFormat, resolve_mode
 
 
@@ -45,6 +45,19 @@ class RoleSpend:
             "output_tokens": self.usage.output_tokens or 0,
             "cost_usd": round(self.cost_usd, 6) if self.cost_known else None,
         }
+
+
+def endpoint_key(spec: ModelSpec) -> str:
+    """What a provider's rate limit applies to: one model at one endpoint (its key goes with it)."""
+    return f"{spec.provider} {spec.base_url or ''} {spec.model}"
+
+
+def batch_error(exc: ProviderError) -> ProviderError:
+    """A call that failed in batch mode says so: an endpoint without the batch API answers its file
+    and batch routes with 404 or 405, which alone reads like a broken model."""
+    missing = " (does this endpoint offer the batch API? run without --batch)" if exc.status in (404, 405) else ""
+    return ProviderError(exc.kind, f"through the batch API: {exc.message}{missing}", status=exc.status,
+                         retryable=exc.retryable, retry_after=exc.retry_after)
 
 
 class ModelPool:
@@ -143,13 +156,19 @@ class ModelPool:
             if self.batch is not None:
                 return self.batch.complete(role, spec, backend, key, messages, params, tools, reply,
                                            lambda done: self.cache.put(key, spec.provider, spec.model, done))
-            return self._attempt(backend, messages, params, tools, reply, spec.max_retry_wait)
+            return self._attempt(backend, messages, params, tools, reply, spec.max_retry_wait,
+                                 endpoint_key(spec))
 
         try:
             completion = await with_retries(attempt, spec.max_retries, on_retry=count_retry,
                                             base_delay=self._retry_base_delay, max_wait=spec.max_retry_wait)
-        except ProviderError:
+        except ProviderError as exc:
             spend.errors += 1
+            if asks_too_long(exc, spec.max_retry_wait):
+                raise wait_refused(exc, f"the {role} model {spec.model!r}", f"models.{role}.max_retry_wait",
+                                   spec.max_retry_wait) from exc
+            if self.batch is not None:
+                raise batch_error(exc) from exc
             raise
         completion = redacted(completion)  # at the source: what the cache stores is what the run sees
         cost = cost_of(completion.usage, price)
@@ -163,10 +182,12 @@ class ModelPool:
         return replace(completion, cost_usd=cost)
 
     async def _attempt(self, backend: Backend, messages: list[Message], params: dict[str, Any],
-                       tools: Sequence[ToolSpec], reply: ReplyFormat | None, max_wait: float) -> Completion:
+                       tools: Sequence[ToolSpec], reply: ReplyFormat | None, max_wait: float,
+                       key: str) -> Completion:
         """One call, inside the adaptive concurrency limit, which learns from how it ended (a
-        server's retry-after holds new calls no longer than ``max_wait``, as it holds retries)."""
-        wave = await self.limiter.acquire()
+        server's retry-after holds new calls to the same endpoint, ``key``, no longer than
+        ``max_wait``, as it holds retries)."""
+        wave = await self.limiter.acquire(key)
         limited, retry_after, rate = False, None, None
         try:
             # only what is used is passed: a backend written before tools or replies still works
@@ -178,7 +199,8 @@ class ModelPool:
             limited, retry_after = exc.kind == "rate_limit" or exc.status == 529, exc.retry_after
             raise
         finally:
-            self.limiter.release(wave, limited=limited, retry_after=retry_after, rate=rate, max_pause=max_wait)
+            self.limiter.release(wave, limited=limited, retry_after=retry_after, rate=rate, max_pause=max_wait,
+                                 key=key)
 
     def _backend(self, role: str, spec: ModelSpec) -> Backend:
         backend = self._backends.get(role)

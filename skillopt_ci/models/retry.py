@@ -2,6 +2,9 @@
 
 Every wait is capped by the caller's ``max_wait`` (``models.<role>.max_retry_wait`` in
 skillopt.yml): a server may ask for a long pause, but how long a CI job sits idle is ours to decide.
+A server that asks for more than the cap (an exhausted quota: ``Retry-After: 86400``) is not
+retried at all: waiting the cap out would only meet the same answer. The error propagates at once
+and :func:`wait_refused` turns it into the run's failure, naming when to come back.
 """
 
 from __future__ import annotations
@@ -9,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
-from skillopt_ci.core.errors import ProviderError
+from skillopt_ci.core.errors import ProviderError, RuntimeFailure
 
 T = TypeVar("T")
 
@@ -47,6 +50,33 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
+def asks_too_long(error: ProviderError, max_wait: float) -> bool:
+    """Whether the server asked for a longer wait than the cap allows."""
+    return error.retryable and error.retry_after is not None and error.retry_after > max_wait
+
+
+def wait_refused(error: ProviderError, what: str, setting: str, max_wait: float,
+                 now: datetime | None = None) -> RuntimeFailure:
+    """The run's failure when ``error`` asks for more than ``max_wait`` seconds (exit 3): what
+    was asked, until when (UTC), and the ``setting`` that would wait it out."""
+    asked = error.retry_after or 0.0
+    when = (now or datetime.now(timezone.utc)) + timedelta(seconds=asked)
+    state = "quota exhausted" if error.kind == "rate_limit" or error.status == 429 else "provider unavailable"
+    status = f" (HTTP {error.status})" if error.status else ""
+    return RuntimeFailure(
+        f"{what}: {state}{status}: retry after {when:%H:%M} UTC (it asks to wait {_span(asked)}, "
+        f"more than {setting}: {max_wait:g} s)",
+        hint=f"run again after {when:%Y-%m-%d %H:%M} UTC, or raise {setting} to wait it out",
+    )
+
+
+def _span(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    if seconds < 120:
+        return f"{seconds:g} s"
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+
+
 def backoff_delay(
     attempt: int,
     error: ProviderError,
@@ -72,14 +102,15 @@ async def with_retries(
     max_wait: float = MAX_RETRY_AFTER_S,
 ) -> T:
     """Run ``call``; on a retryable :class:`ProviderError` wait and try again, up to
-    ``max_retries`` more times. The last error propagates."""
+    ``max_retries`` more times. The last error propagates, and so does at once one whose
+    Retry-After exceeds ``max_wait`` (see :func:`asks_too_long`)."""
     rng = rng or random.Random()
     attempt = 0
     while True:
         try:
             return await call()
         except ProviderError as error:
-            if not error.retryable or attempt >= max_retries:
+            if not error.retryable or attempt >= max_retries or asks_too_long(error, max_wait):
                 raise
             delay = backoff_delay(attempt, error, rng, base_delay, max_wait)
             if on_retry is not None:

@@ -90,14 +90,14 @@ class ViewerServer(LoopbackService):
         self._page: str | None = None
         self._allowed_hosts: frozenset[str] = frozenset()
         self._any_ip = False
-        self._port = 0
+        self._listening_port = 0  # not _port: that is the port LoopbackService binds
 
     def _bound(self, url: str) -> None:
         parts = urlsplit(url)
         host, port = (parts.hostname or "").lower(), parts.port or 80
         loopback = host in ("localhost", "") or _is_loopback(host)
         names = {host, "localhost", "127.0.0.1"} if loopback else {host}
-        self._port = port
+        self._listening_port = port
         self._allowed_hosts = frozenset(names)
         self._any_ip = not loopback  # bound to a LAN address or 0.0.0.0 on purpose: IP literals only
 
@@ -111,7 +111,7 @@ class ViewerServer(LoopbackService):
         except ValueError:
             return False
         host = parts.hostname or ""
-        if port != self._port:
+        if port != self._listening_port:
             return False
         return host in self._allowed_hosts or (self._any_ip and _is_ip(host))
 

@@ -64,16 +64,17 @@ SCENARIOS = [
     Scenario("malformed-json", queue=(I.malformed(),) * 4, errored=1),
     Scenario("truncated-bodies", queue=(I.truncate(), I.truncate(), I.passthrough(), I.truncate())),
     Scenario("dropped-connections", queue=(I.drop(),) * 3, errored=1),
-    Scenario("retry-after-30s", queue=(I.retry_after(30), I.retry_after(30))),
+    # Asked to wait longer than max_retry_wait (0.05 s here): the run stops at once, saying when.
+    Scenario("retry-after-30s", queue=(I.retry_after(30),), code=3, phrase="quota exhausted (HTTP 429): retry after"),
     Scenario("stall-30s", queue=(I.stall(30),)),
     Scenario("5xx-burst", queue=(*I.burst(5, 503), *I.burst(2, 500)), errored=2),
     Scenario("5xx-every-call", every=I.status_error(502), code=3, phrase="aborted after"),
     Scenario("chaos-with-repeats", repeats=2, queue=(
-        I.malformed(), I.passthrough(), I.truncate(), I.drop(), I.html(), I.retry_after(30),
+        I.malformed(), I.passthrough(), I.truncate(), I.drop(), I.html(), I.retry_after(0),
         I.passthrough(), *I.burst(3, 500), I.stall(30), I.drop(),
     ), errored=2),
     Scenario("anthropic-chaos", provider="anthropic", queue=(
-        I.malformed(), I.truncate(), I.drop(), I.retry_after(30), I.status_error(529), I.html(),
+        I.malformed(), I.truncate(), I.drop(), I.retry_after(0), I.status_error(529), I.html(),
     ), errored=2),
     Scenario("anthropic-401-echo-one-task", provider="anthropic",
              task_faults={"val-04": I.echo_auth()}, errored=1),
@@ -177,7 +178,8 @@ def test_fault_scenario(scenario, tmp_path):
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if "30s" in s.id], ids=lambda s: s.id)
 def test_a_30s_server_wait_is_cut_short_by_our_own_limits(scenario, tmp_path):
-    """Retry-After: 30 is capped by max_retry_wait; a 30 s stall by the request timeout."""
+    """Retry-After: 30 beyond max_retry_wait stops the run at once; a 30 s stall is cut by the
+    request timeout."""
     outcome = play(scenario, tmp_path, subprocess_timeout=20)
     _check_run(scenario, outcome)
     assert_no_secret(tmp_path, outcome.out, outcome.err, outcome.resumed_err)
@@ -219,10 +221,11 @@ def test_an_aborted_run_keeps_the_file_its_message_points_at(tmp_path):
         assert (tmp_path / "run/results.jsonl").is_file(), res.err
 
 
-def test_retry_after_is_capped_by_max_retry_wait():
+def test_a_retry_after_within_max_retry_wait_is_waited_and_one_beyond_it_is_raised_at_once():
     waits: list[float] = []
-    failures = iter([ProviderError("rate_limit", "slow down", status=429, retryable=True, retry_after=30.0),
-                     ProviderError("server", "503", status=503, retryable=True)])
+    failures = iter([ProviderError("rate_limit", "slow down", status=429, retryable=True, retry_after=0.2),
+                     ProviderError("server", "503", status=503, retryable=True),
+                     ProviderError("rate_limit", "quota", status=429, retryable=True, retry_after=30.0)])
 
     async def call():
         error = next(failures, None)
@@ -235,8 +238,9 @@ def test_retry_after_is_capped_by_max_retry_wait():
 
     import asyncio
 
-    result = asyncio.run(with_retries(call, 4, sleep=sleep, rng=random.Random(0), base_delay=5.0, max_wait=0.25))
-    assert result == "ok" and waits == [0.25, 0.25]
+    with pytest.raises(ProviderError, match="quota"):
+        asyncio.run(with_retries(call, 4, sleep=sleep, rng=random.Random(0), base_delay=5.0, max_wait=0.25))
+    assert waits == [0.2, 0.25]  # the backoff capped too; the 30 s asked for is not waited
 
 
 def test_max_retry_wait_must_be_a_non_negative_number(tmp_path):
