@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import anthropic
 import openai
 import pytest
 
+from skillopt_ci.models import forward_relay
 from skillopt_ci.models.forward_usage import UsageMeter
 from skillopt_ci.models.forwarder import Forwarder
 from skillopt_ci.testing import ScriptedModelServer, ScriptedReply
@@ -168,7 +170,8 @@ def test_the_unix_socket_serves_the_same_grants(server, forwarder):
     grant = forwarder.issue("openai", KEY, server.openai_base_url)
     status, body = post_unix(forwarder.socket_path, "/v1/chat/completions", {"authorization": f"Bearer {grant.credential}"})
     assert status == 200 and "hello" in body
-    assert oct(forwarder.socket_path.parent.stat().st_mode & 0o777) == "0o700"
+    assert oct(forwarder.socket_path.parent.stat().st_mode & 0o777) == "0o711"  # no listing
+    assert forwarder.relay_path.read_text() == Path(forward_relay.__file__).read_text()
 
 
 def test_usage_meter_reads_the_three_shapes_and_ignores_noise():
@@ -187,8 +190,6 @@ def test_usage_meter_reads_the_three_shapes_and_ignores_noise():
 # -- the relay: a sandbox without network reaches the forwarder's Unix socket ------------------
 
 def test_the_relay_carries_a_clients_tcp_to_the_unix_socket_and_ends_with_the_command(server, forwarder, tmp_path):
-    from skillopt_ci.models import forward_relay
-
     grant = forwarder.issue("openai", KEY, server.openai_base_url)
     port = free_port()
     script = (
@@ -208,11 +209,43 @@ def test_the_relay_carries_a_clients_tcp_to_the_unix_socket_and_ends_with_the_co
 
 
 def test_the_relay_passes_on_the_commands_exit_code(forwarder):
-    from skillopt_ci.models import forward_relay
-
     done = subprocess.run([sys.executable, forward_relay.__file__, str(forwarder.socket_path), str(free_port()), "--",
                            sys.executable, "-c", "raise SystemExit(7)"], capture_output=True, timeout=60)
     assert done.returncode == 7
+
+
+def test_in_a_network_namespace_only_the_relay_reaches_the_forwarder(server, forwarder):
+    """Under bubblewrap's ``--unshare-net`` the host's 127.0.0.1 (the forwarder's TCP port) is out
+    of reach; the relay, started inside in front of the command, carries it to the Unix socket."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or subprocess.run([bwrap, "--dev-bind", "/", "/", "--unshare-net", "--", "true"],
+                                       capture_output=True).returncode != 0:
+        pytest.skip("bubblewrap cannot make a network namespace here")
+    grant = forwarder.issue("openai", KEY, server.openai_base_url)
+    script = (
+        "import json, os, sys, urllib.request\n"
+        "def ask(base):\n"
+        "    req = urllib.request.Request(base + '/chat/completions', method='POST',\n"
+        "        data=json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'ns'}]}).encode(),\n"
+        "        headers={'authorization': 'Bearer ' + os.environ['CRED'], 'content-type': 'application/json'})\n"
+        "    return json.load(urllib.request.urlopen(req, timeout=20))['choices'][0]['message']['content']\n"
+        "try:\n"
+        "    ask(os.environ['HOST_URL'])\n"
+        "    print('host reachable')\n"
+        "except OSError as exc:\n"
+        "    print('host unreachable')\n"
+        "print(ask(os.environ['RELAY_URL']))\n"
+    )
+    relay_url = grant.path_for("http://127.0.0.1:47110")
+    done = subprocess.run(
+        [bwrap, "--dev-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent", "--",
+         sys.executable, str(forwarder.relay_path), str(forwarder.socket_path), "47110", "--",
+         sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=60,
+        env={"CRED": grant.credential, "HOST_URL": grant.base_url, "RELAY_URL": relay_url, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["host unreachable", "hello ns"]
+    assert grant.calls == 1 and server.calls[0].request.headers["authorization"] == f"Bearer {KEY}"
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ when the CLI has ended: a credential that leaked out of the rollout is worthless
 port on the host's 127.0.0.1; ``False`` (the sandbox cuts the network off) reaches it through the
 relay (:mod:`skillopt_ci.models.forward_relay`), which ``wrap(argv)`` starts in front of the CLI
 inside the sandbox on the sandbox's own ``127.0.0.1:RELAY_PORT`` and which connects to the
-forwarder's Unix socket (``socket_dir`` must be visible inside the sandbox). ``grant`` counts the
+forwarder's Unix socket (``socket_dir``, holding the socket and the relay's copy, must be
+visible inside the sandbox: a read-only bind is enough, since connecting to a socket is not a
+write to its file system). ``grant`` counts the
 calls and tokens that went through, for the rollout's spend.
 """
 
@@ -22,7 +24,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from skillopt_ci.models import forward_relay
 from skillopt_ci.models.forwarder import Forwarder, Grant, shared_forwarder
 
 RELAY_PORT = 47_110  # inside the sandbox's own network namespace, where nothing else listens
@@ -46,7 +47,8 @@ class AgentAccess:
         """``argv`` as the sandbox should run it: unchanged with the network, else behind the relay."""
         if self.network:
             return argv
-        return [sys.executable, forward_relay.__file__, str(self.forwarder.socket_path), str(RELAY_PORT), "--", *argv]
+        return [sys.executable, str(self.forwarder.relay_path), str(self.forwarder.socket_path), str(RELAY_PORT),
+                "--", *argv]
 
     def close(self) -> None:
         self.forwarder.revoke(self.grant)

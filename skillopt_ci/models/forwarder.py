@@ -2,7 +2,7 @@
 
 A :class:`Forwarder` serves HTTP on 127.0.0.1 (an ephemeral port) and, when asked, also on a Unix
 socket in a private folder (``socket_path``; a sandbox without network binds that folder in and
-reaches it through :mod:`skillopt_ci.models.forward_relay`). ``issue(provider, api_key,
+reaches it through :mod:`skillopt_ci.models.forward_relay`). A copy of the relay sits beside the socket (``relay_path``). ``issue(provider, api_key,
 upstream)`` returns a :class:`Grant`: a random credential (256 bits) and the local ``base_url``
 to give the agent in place of the provider's URL and key. A request carrying a live credential
 (``Authorization: Bearer``, ``x-api-key`` or ``api-key``, as the SDKs and CLIs send it) has every
@@ -40,10 +40,12 @@ from urllib.parse import urlsplit
 
 from skillopt_ci.core.records import Usage
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackHTTPServer, LoopbackService
+from skillopt_ci.models import forward_relay
 from skillopt_ci.models.forward_usage import UsageMeter
 
 CREDENTIAL_PREFIX = "skillopt-rollout-"
 SOCKET_NAME = "forward.sock"
+RELAY_NAME = "relay.py"
 UPSTREAM_TIMEOUT_S = 900.0  # one model call (a long generation streams well within it)
 CHUNK = 65_536
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
@@ -263,13 +265,25 @@ class Forwarder(LoopbackService):
     def socket_path(self) -> Path | None:
         return self.socket_dir / SOCKET_NAME if self.socket_dir is not None else None
 
+    @property
+    def relay_path(self) -> Path | None:
+        """A copy of :mod:`~skillopt_ci.models.forward_relay` beside the socket."""
+        return self.socket_dir / RELAY_NAME if self.socket_dir is not None else None
+
     def start(self) -> Forwarder:
         super().start()
         with self._lock:
             if self._want_unix and self._unix is None:
                 self.socket_dir = Path(tempfile.mkdtemp(prefix="skillopt-forward-"))
-                os.chmod(self.socket_dir, 0o700)
+                # Enter-only, no listing, and a socket anyone who reaches it may connect to: a
+                # sandboxed command may run as another uid, and the socket is worthless without
+                # a live credential, as the TCP port is.
+                os.chmod(self.socket_dir, 0o711)
                 self._unix = _UnixHTTPServer(str(self.socket_path), _Handler, self)  # type: ignore[arg-type]
+                os.chmod(self.socket_path, 0o666)
+                relay = self.socket_dir / RELAY_NAME
+                shutil.copyfile(forward_relay.__file__, relay)  # so a sandbox needs only this folder bound
+                os.chmod(relay, 0o644)
                 self._unix_thread = threading.Thread(target=self._unix.serve_forever, kwargs={"poll_interval": 0.05},
                                                      name="Forwarder:unix", daemon=True)
                 self._unix_thread.start()
