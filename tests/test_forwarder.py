@@ -141,7 +141,7 @@ def test_no_unknown_or_revoked_credential_is_a_401_that_never_reaches_the_provid
     assert server.call_count == 1  # nothing after the revocation reached the provider
 
 
-def test_openai_sdk_with_a_revoked_credential_gets_an_authentication_error(server, forwarder):
+def test_the_anthropic_sdk_with_a_revoked_credential_gets_an_authentication_error(server, forwarder):
     grant = forwarder.issue("anthropic", KEY, server.anthropic_base_url)
     forwarder.revoke(grant)
     client = anthropic.Anthropic(api_key=grant.credential, base_url=grant.base_url, max_retries=0)
