@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -210,19 +211,20 @@ def fake_cli(folder: Path, script: str) -> Path:
     return path
 
 
-def pool_for(tmp_path: Path, provider: str = "anthropic"):
+def pool_for(tmp_path: Path, provider: str = "anthropic", base_url: str = "http://127.0.0.1:9/anthropic"):
     from skillopt_ci.inputs.config import Config, ModelSpec
     from skillopt_ci.models.cache import ResponseCache
     from skillopt_ci.models.pool import ModelPool
 
     key_var = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
     model = ModelSpec.from_dict("target", {"provider": provider, "model": "sim-claude",
-                                           "base_url": "http://127.0.0.1:9/anthropic"})
+                                           "base_url": base_url, "max_retries": 0})
     config = Config(root=tmp_path, file="skillopt.yml", models=MappingProxyType({"target": model}))
     return ModelPool(config, ResponseCache(tmp_path / "cache.sqlite", "off"), env={key_var: FAKE_KEY})
 
 
-def rollout(tmp_path: Path, binary: Path, provider: str = "anthropic", **options):
+def rollout(tmp_path: Path, binary: Path, provider: str = "anthropic", base_url: str = "http://127.0.0.1:9/anthropic",
+            **options):
     from skillopt_ci.core.skill import load_skill
     from skillopt_ci.core.task import Task
     from skillopt_ci.envs.base import RolloutRequest
@@ -232,7 +234,7 @@ def rollout(tmp_path: Path, binary: Path, provider: str = "anthropic", **options
     env = build_environment({"type": "claude-code", "binary": str(binary), **options}, suite)
     skill = load_skill(SUITE_DATA / "skills/shout/SKILL.md")
     request = RolloutRequest(skill=skill, task=Task("v1", "hi", "HI!"), prompt="-x: write answer.txt", suite_dir=suite)
-    pool = pool_for(tmp_path, provider)
+    pool = pool_for(tmp_path, provider, base_url)
     return env, pool, asyncio.run(env.run(request, pool))
 
 
@@ -247,8 +249,11 @@ def test_the_cli_gets_the_target_endpoint_quiet_switches_a_fresh_home_and_the_su
         assert "--allowedTools=Bash,Read,Write,Edit,Glob,Grep,Skill" in argv
         assert seen["argv"][-2:] == ["--", "-x: write answer.txt"]  # a prompt starting with "-" stays the prompt
         variables = seen["env"]
-        assert variables["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/anthropic"
-        assert variables["ANTHROPIC_API_KEY"] == FAKE_KEY and variables["OPENAI_API_KEY"] is None
+        # The forwarder's URL (same path) and a per-rollout credential: not the provider's URL, not the key.
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/anthropic", variables["ANTHROPIC_BASE_URL"])
+        assert variables["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:9/anthropic"
+        assert variables["ANTHROPIC_API_KEY"].startswith("skillopt-rollout-") and variables["OPENAI_API_KEY"] is None
+        assert FAKE_KEY not in json.dumps(seen)
         assert variables["CLAUDE_CODE_MAX_RETRIES"] == "0" and variables["IS_SANDBOX"] is None
         assert all(variables[n] == "1" for n in ("DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
                                                   "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"))
@@ -384,3 +389,83 @@ def test_a_short_training_run_reads_what_the_agent_did(tmp_path):
     assert prompts, "the optimizer was never asked"
     assert any("Skill" in p and "Bash" in p and "answer.txt" in p for p in prompts)
     assert FAKE_KEY not in all_text_under(tmp_path / "train")
+
+
+# -- no agent process holds the key -----------------------------------------------------------
+
+ENV_COMMAND = "env; tr '\\0' '\\n' < /proc/$PPID/environ"
+
+
+def post_with(base_url: str, credential: str) -> int:
+    """The status a Messages request with ``credential`` gets from ``base_url``."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"model": "sim-claude", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]})
+    request = urllib.request.Request(base_url.rstrip("/") + "/v1/messages", data=body.encode(), method="POST",
+                                     headers={"x-api-key": credential, "content-type": "application/json",
+                                              "anthropic-version": "2023-06-01"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_the_agents_commands_see_a_credential_not_the_key_and_it_dies_with_the_rollout(tmp_path):
+    binary = claude_bin()
+    with ScriptedModelServer(AgentScript(command=ENV_COMMAND)) as server:
+        project = claude_project(tmp_path / "p", server, binary)
+        out = tmp_path / "run"
+        res = run_cli("eval", "shout", "--out", str(out), "--quiet", cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+        assert res.code == 0, res.err
+        assert server.calls and all(c.request.headers["x-api-key"] == FAKE_KEY for c in server.calls)
+        results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+        listing = next(s["text"] for s in results[0]["trajectory"] if s["kind"] == "tool_result" and s["name"] == "Bash")
+        # What the agent's command saw, in its own environment and its parent's (the CLI's).
+        assert listing.count("ANTHROPIC_API_KEY=skillopt-rollout-") == 2 and FAKE_KEY not in listing
+        credential = re.search(r"ANTHROPIC_API_KEY=(skillopt-rollout-[\w-]+)", listing).group(1)
+        base_url = re.search(r"ANTHROPIC_BASE_URL=(\S+)", listing).group(1)
+        assert base_url != server.anthropic_base_url
+        calls = server.call_count
+        assert post_with(base_url, credential) == 401  # the rollout is over: the leaked credential is worthless
+        assert server.call_count == calls
+    assert FAKE_KEY not in all_text_under(out)
+
+
+CALLER = """
+import json, os, subprocess, sys, urllib.request
+if sys.argv[1:] == ["--version"]:
+    print("9.8.7 (Claude Code)")
+    sys.exit(0)
+body = json.dumps({"model": "sim-claude", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]})
+request = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=body.encode(), method="POST",
+                                 headers={"x-api-key": os.environ["ANTHROPIC_API_KEY"], "anthropic-version": "2023-06-01",
+                                          "content-type": "application/json"})
+reply = json.load(urllib.request.urlopen(request))
+child = subprocess.run(["sh", "-c", "tr '\\\\0' '\\\\n' < /proc/$PPID/environ"], capture_output=True, text=True).stdout
+seen = {"reply": reply["content"][0]["text"], "child": child, "base": os.environ["ANTHROPIC_BASE_URL"],
+        "credential": os.environ["ANTHROPIC_API_KEY"]}
+print(json.dumps({"type": "system", "subtype": "init", "skills": ["shout"]}))
+print(json.dumps({**RESULT, "result": json.dumps(seen)}))
+"""
+
+
+def test_the_cli_reaches_the_model_through_the_forwarder_which_counts_the_spend(tmp_path):
+    from skillopt_ci.testing import ScriptedReply
+
+    with ScriptedModelServer(lambda r: ScriptedReply("forwarded", input_tokens=40, output_tokens=9)) as server:
+        env, pool, done = rollout(tmp_path, fake_cli(tmp_path, CALLER), base_url=server.anthropic_base_url)
+        done.close()
+        assert done.error is None, done.error
+        seen = json.loads(done.output)
+        assert seen["reply"] == "forwarded" and server.calls[0].request.headers["x-api-key"] == FAKE_KEY
+        assert "ANTHROPIC_API_KEY=skillopt-rollout-" in seen["child"] and FAKE_KEY not in seen["child"]
+        # The tokens are what the provider reported through the forwarder (the CLI said 10 and 5);
+        # the cost is the CLI's own figure.
+        assert (done.usage.input_tokens, done.usage.output_tokens) == (40, 9)
+        assert done.cost_usd == pytest.approx(0.25)
+        spend = pool.spend["target"]
+        assert spend.calls == 1 and (spend.usage.input_tokens, spend.usage.output_tokens) == (40, 9)
+        assert post_with(seen["base"], seen["credential"]) == 401
+        assert server.call_count == 1

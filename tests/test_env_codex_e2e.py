@@ -171,3 +171,42 @@ def test_a_server_error_mid_rollout_is_an_errored_result_with_the_steps_so_far(t
     kinds = [s["kind"] for s in result["trajectory"]]
     assert kinds[:2] == ["tool_call", "tool_result"] and kinds[-1] == "error"  # the skill read, then the failure
     assert not (root / ".agents").exists() and files_holding(out, KEY) == []
+
+
+
+# The command's own environment, then the variables of each ancestor up to the Codex CLI itself.
+ANCESTORS = (
+    "env; p=$$; while [ \"$p\" -gt 1 ]; do e=$(tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null); "
+    "echo \"$e\" | grep SKILLOPT_CODEX; case \"$e\" in *CODEX_HOME=*) break;; esac; "
+    "p=$(cut -d' ' -f4 /proc/$p/stat); done"
+)
+
+
+def test_codexs_commands_see_no_key_and_its_credential_dies_with_the_rollout(tmp_path):
+    import re
+    import urllib.error
+    import urllib.request
+
+    from skillopt_ci.models.forwarder import shared_forwarder
+
+    with ScriptedModelServer(AgentScript(command=ANCESTORS)) as server:
+        root = codex_project(tmp_path / "p", server.openai_base_url, agent_bin("codex"))
+        out = tmp_path / "run"
+        res = run_cli("eval", "greeter", "--out", str(out), "--quiet", cwd=root, env={"OPENAI_API_KEY": KEY})
+        assert res.code in (0, 1), res.out + res.err
+        assert server.calls and all(c.request.headers["authorization"] == f"Bearer {KEY}" for c in server.calls)
+        results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+        outputs = "\n".join(s.get("text", "") for r in results for s in r["trajectory"] if s["kind"] == "tool_result")
+        # The commands ran and saw no key, in their environment or in any ancestor's they can read
+        # (Codex's own sandbox already hid the CLI's: a guard that it stays so through the forwarder).
+        assert "PATH=" in outputs and KEY not in outputs
+        calls = server.call_count
+        forwarder = shared_forwarder().url
+        for credential in set(re.findall(r"skillopt-rollout-[\w-]+", outputs)):  # whatever leaked is worthless now
+            request = urllib.request.Request(forwarder + "/v1/responses", data=b"{}", method="POST",
+                                             headers={"authorization": f"Bearer {credential}"})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=30)
+            assert refused.value.code == 401
+        assert server.call_count == calls
+    assert files_holding(out, KEY) == []

@@ -18,9 +18,13 @@ for a CLI whose ``is_turn`` recognises them; or the CLI's own turn limit), ``con
 CLI says twice that it cannot reach the model and would wait on: ``unreachable``).
 
 Subclass hooks: ``install_dir(skill_name)``, ``instructions_name``, ``providers`` (which endpoint
-providers the CLI can talk to), ``prepare_home(home, endpoint) -> env vars``,
-``argv(prompt, workspace, endpoint)``, ``parse(stdout) -> Parsed``. The model endpoint is the
-pool's ``endpoint("target")``; the CLI's own usage (and cost, when it reports one) is counted with
+providers the CLI can talk to), ``upstream(endpoint)`` (the provider URL the CLI would call),
+``prepare_home(home, endpoint) -> env vars``, ``argv(prompt, workspace, endpoint)``,
+``parse(stdout) -> Parsed``. The model endpoint is the pool's ``endpoint("target")``, but the
+hooks never see its key: they get it with a per-rollout credential of the forwarder
+(:mod:`skillopt_ci.envs.agent_access`) as ``api_key`` and the forwarder's URL as ``base_url``;
+the credential is revoked as soon as the CLI has ended. The calls and tokens the forwarder saw
+(else the CLI's own report) and the CLI's cost, when it reports one, are counted with
 ``record_external("target", ...)`` so budgets stop a run. ``identity()`` holds the CLI version
 (``<binary> --version`` at setup), so the run identity and the rollout cache key change with it.
 """
@@ -42,10 +46,12 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.redact import redact
 from skillopt_ci.core.trajectory import Rollout, Step
+from skillopt_ci.envs.agent_access import AgentAccess, open_access
 from skillopt_ci.envs.agent_clis import AGENT_CLIS
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace
 from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.models.base import ModelCaller
+from skillopt_ci.models.forwarder import Grant
 from skillopt_ci.sandbox import SandboxError, SandboxLimits, Workspace, clean_environment
 from skillopt_ci.sandbox.isolation import SCRATCH
 from skillopt_ci.sandbox.process import run_process
@@ -124,6 +130,11 @@ class AgentEnvironment(BaseEnvironment):
 
     def parse(self, stdout: str, times: Sequence[float] = ()) -> Parsed:
         raise NotImplementedError
+
+    def upstream(self, endpoint: Any) -> str | None:
+        """The provider base URL the CLI would call (``None``: the provider's public one); the
+        forwarder sends the CLI's requests there, with the real key."""
+        return endpoint.base_url
 
     def is_turn(self, line: str) -> bool:
         """Whether one line of the CLI's stdout is a turn counted against ``max_turns`` (the
@@ -215,8 +226,12 @@ class AgentEnvironment(BaseEnvironment):
             remove_tree(home)
 
         try:
-            parsed, error, wall = await self._agent(request, workspace, home, endpoint)
-            self._count(parsed, models)
+            access = open_access(endpoint, self.upstream(endpoint), network=True)
+            try:
+                parsed, error, wall = await self._agent(request, workspace, home, access)
+            finally:
+                access.close()  # the CLI has ended: its credential is worthless from here on
+            self._count(parsed, models, access.grant)
             if self.options.verify:
                 parsed.steps.extend(await self._verify(workspace, started))
             written = tuple(workspace.written_files())
@@ -260,17 +275,18 @@ class AgentEnvironment(BaseEnvironment):
             workspace.install_skill(Path(empty), self.install_dir(skill.name), skill_document(skill))
 
     async def _agent(self, request: RolloutRequest, workspace: Workspace, home: Path,
-                     endpoint: Any) -> tuple[Parsed, dict[str, str] | None, float]:
+                     access: AgentAccess) -> tuple[Parsed, dict[str, str] | None, float]:
         """Run the CLI; returns what it did, the rollout's error (``None``: it finished) and its wall time."""
         opts = self.options
+        endpoint = access.endpoint  # the forwarder's URL and a per-rollout credential: no key
         env = clean_environment(workspace.path)
         env.update(self.prepare_home(home, endpoint))
         limits = SandboxLimits(wall_s=opts.time_limit_s, cpu_s=opts.time_limit_s * 4, memory_mb=opts.memory_mb,
-                               output_bytes=opts.output_bytes, file_mb=1024, network=True)
+                               output_bytes=opts.output_bytes, file_mb=1024, network=access.network)
         (workspace.path / SCRATCH).mkdir(exist_ok=True)
         watch = TurnWatch(opts.max_turns, self.is_turn, self.unreachable)
         try:
-            result = await run_process(self.argv(request.prompt, workspace.path, endpoint), cwd=workspace.path,
+            result = await run_process(access.wrap(self.argv(request.prompt, workspace.path, endpoint)), cwd=workspace.path,
                                        env=env, stdin=None, limits=limits, watch=watch)
         except SandboxError as exc:
             return Parsed(), {"kind": "agent_missing", "message": redact(exc.message)}, 0.0
@@ -291,11 +307,16 @@ class AgentEnvironment(BaseEnvironment):
             error = {"kind": "agent_failed", "message": f"{self.cli.binary} {result.status()}{tail}"}
         return parsed, error, result.wall_s
 
-    def _count(self, parsed: Parsed, models: ModelCaller) -> None:
+    def _count(self, parsed: Parsed, models: ModelCaller, grant: Grant) -> None:
+        """The rollout's spend: the calls and tokens the forwarder saw go to the provider (they
+        include calls of a CLI killed before it could report them), else the CLI's own report;
+        the CLI's own cost figure when it gave one, else the tokens priced."""
+        if grant.usage_reported:
+            parsed.usage = grant.usage
         record = getattr(models, "record_external", None)
         has_usage = parsed.usage.input_tokens is not None or parsed.usage.output_tokens is not None
         if record is not None and (has_usage or parsed.cost_usd is not None):
-            parsed.cost_usd = record("target", parsed.usage, parsed.cost_usd)
+            parsed.cost_usd = record("target", parsed.usage, parsed.cost_usd, calls=max(grant.calls, 1))
 
     async def _verify(self, workspace: Workspace, started: float) -> list[Step]:
         command = str(self.options.verify)

@@ -9,9 +9,12 @@ there), then::
     claude -p --output-format stream-json --verbose --max-turns N --model <target model>
            --permission-mode <permission_mode> --allowedTools=<allowed_tools> -- <prompt>
 
-The CLI talks only to the target role's endpoint: ``ANTHROPIC_BASE_URL`` and
-``ANTHROPIC_API_KEY`` come from ``models.endpoint("target")`` (which must be ``provider:
-anthropic``) and nothing of this process's environment reaches it beyond the sandbox's allow-list.
+The CLI talks only to the target role's endpoint (``models.endpoint("target")``, which must be
+``provider: anthropic``), and only through the forwarder: ``ANTHROPIC_BASE_URL`` is the
+forwarder's URL (the provider's path kept) and ``ANTHROPIC_API_KEY`` the rollout's credential,
+revoked when the rollout ends. Claude Code passes its environment on to its Bash commands, so
+they see that credential, never the key; nothing else of this process's environment reaches the
+CLI beyond the sandbox's allow-list.
 Telemetry, the auto-updater, error reporting and other non-essential traffic are switched off;
 the bundled skills are switched off so the agent sees the suite's skill and few others.
 ``CLAUDE_CODE_MAX_RETRIES=0``: a failed model call fails the rollout (recorded as an error, so it

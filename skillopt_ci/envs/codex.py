@@ -3,11 +3,13 @@
 The skill is installed at ``.agents/skills/<name>/`` (Codex lists it to the model by name and
 description and the model reads the body when it decides to), optionally also as ``AGENTS.md``.
 ``$CODEX_HOME/config.toml`` (in a fresh folder outside the workspace) names one model provider:
-the target model's base URL over the Responses API (``wire_api = "responses"``, the only one
+the forwarder's URL for the target model's base URL (:mod:`skillopt_ci.envs.agent_access`; same
+path, so Azure's ``…/openai`` and its ``api-version`` go through) over the Responses API (``wire_api = "responses"``, the only one
 Codex accepts), no retries (the pool's budget is the only policy), approvals never asked,
 ``sandbox_mode`` from the suite, analytics, feedback, update checks and bundled skills off, and
-commands the agent runs get only the core environment variables (never the key). The key is
-passed only in the ``env_key`` variable of the CLI's environment: it is written to no file.
+commands the agent runs get only the core environment variables. The CLI never holds the key:
+the ``env_key`` variable of its environment carries the rollout's credential for the forwarder,
+revoked when the rollout ends; it is written to no file.
 
 Steps come from the ``--json`` event stream: ``command_execution`` items are ``exec_command``
 calls and results (``is_error`` on a non-zero exit), ``file_change`` items are ``apply_patch``
@@ -62,6 +64,9 @@ class CodexEnvironment(AgentEnvironment):
         (home / "config.toml").write_text(config_toml(endpoint, self.options.sandbox), encoding="utf-8")
         return {"CODEX_HOME": str(home), "HOME": str(home), KEY_VARIABLE: endpoint.api_key}
 
+    def upstream(self, endpoint: Any) -> str | None:
+        return codex_base_url(endpoint)
+
     def argv(self, prompt: str, workspace: Path, endpoint: Any) -> list[str]:
         return [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--disable", "plugins",
                 "-C", str(workspace), "--", prompt]
@@ -95,15 +100,21 @@ def _toml(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def config_toml(endpoint: Any, sandbox: str) -> str:
-    """``config.toml`` for one rollout: the target model as the only provider. Holds no key."""
+def codex_base_url(endpoint: Any) -> str:
+    """The base URL Codex calls for ``endpoint`` (Azure's gets its ``/openai``)."""
     base_url = (endpoint.base_url or OPENAI_URL).rstrip("/")
+    if endpoint.provider == "azure-openai" and not base_url.endswith("/openai") and "/openai/" not in base_url:
+        base_url += "/openai"
+    return base_url
+
+
+def config_toml(endpoint: Any, sandbox: str) -> str:
+    """``config.toml`` for one rollout: the target model as the only provider. Holds no key (and,
+    run through the forwarder, ``endpoint`` is the forwarder's URL and a per-rollout credential)."""
+    base_url = codex_base_url(endpoint)
     extra = ""
-    if endpoint.provider == "azure-openai":
-        if not base_url.endswith("/openai") and "/openai/" not in base_url:
-            base_url += "/openai"
-        if endpoint.api_version:
-            extra = f"query_params = {{ \"api-version\" = {_toml(endpoint.api_version)} }}\n"
+    if endpoint.provider == "azure-openai" and endpoint.api_version:
+        extra = f"query_params = {{ \"api-version\" = {_toml(endpoint.api_version)} }}\n"
     return (
         f"model = {_toml(endpoint.model)}\n"
         f"model_provider = \"{PROVIDER_ID}\"\n"

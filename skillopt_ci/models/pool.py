@@ -215,13 +215,14 @@ class ModelPool:
         this tool uses. The key is registered as a secret (never written out)."""
         return resolve_endpoint(self.spec(role), self.env)
 
-    def record_external(self, role: str, usage: Usage, cost_usd: float | None = None) -> float | None:
-        """Count calls made outside this pool (by an agent CLI) in the one spend ledger, so
-        budgets stop a run. ``cost_usd`` is the CLI's own figure; without one, ``usage`` is priced
-        with the price table. Returns the cost counted (``None`` when unknown)."""
+    def record_external(self, role: str, usage: Usage, cost_usd: float | None = None, *,
+                        calls: int = 1) -> float | None:
+        """Count ``calls`` made outside this pool (by an agent CLI, through the forwarder) in the
+        one spend ledger, so budgets stop a run. ``cost_usd`` is the CLI's own figure; without
+        one, ``usage`` is priced with the price table. Returns the cost counted (``None`` when unknown)."""
         spend = self.spend.setdefault(role, RoleSpend())
         cost = cost_usd if cost_usd is not None else cost_of(usage, self.price(self.spec(role)))
-        spend.calls += 1
+        spend.calls += calls
         spend.usage = spend.usage + usage
         if cost is None:
             spend.cost_known = False
