@@ -44,6 +44,7 @@ from skillopt_ci.inputs.config import Config, load_config
 from skillopt_ci.models.registry import resolve_endpoint
 from skillopt_ci.render.eval_report import score_table
 from skillopt_ci.render.markdown import code_span, escape_inline
+from skillopt_ci.sandbox import policy
 
 
 @dataclass
@@ -105,6 +106,7 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
                session_options: dict[str, Any] | None = None) -> int:
     """The whole action; returns the exit code (0 ok, 1 gate failed, 2 bad input, 3 runtime)."""
     SECRETS.add_env(env)
+    policy.reset()  # one run's trust: a fork's command marks it untrusted (commands.py)
     settings = settings_from_env(env)
     SECRETS.add(settings.token)
     ctx = Context(settings, out or sys.stdout, publisher_factory, dict(session_options or {}))
@@ -123,6 +125,10 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
         ctx.summary(f"## skillopt-ci: could not run\n\n{escape_inline(str(exc), 2000)}\n")
         ctx.outputs.setdefault("verdict", "error")
         code = exc.exit_code
+    note = policy.unisolated_note()
+    if note:
+        command("warning", note, stream=ctx.out, title="skillopt-ci ran without a sandbox")
+        ctx.summary(f"\n> {escape_inline(note, 1000)}\n")
     ctx.summarize_publish_errors()
     write_reports(ctx)
     write_outputs(settings.output_file, ctx.outputs)
@@ -299,7 +305,9 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
 
 
 def _trust_line(ctx: Context) -> str:
-    return f"\n> {escape_inline(ctx.trust_note, 3000)}\n" if ctx.trust_note else ""
+    """What the comment must say about trust: a fork's documents only, a run without a sandbox."""
+    lines = [ctx.trust_note, policy.unisolated_note() or ""]
+    return "".join(f"\n> {escape_inline(line, 3000)}\n" for line in lines if line)
 
 
 def eval_flow(ctx: Context) -> int:

@@ -62,6 +62,7 @@ from skillopt_ci.github.settings import PullRequest
 from skillopt_ci.github.sticky import post_sticky
 from skillopt_ci.inputs.config import Config, load_config
 from skillopt_ci.render.markdown import code_span, escape_inline
+from skillopt_ci.sandbox import policy
 
 PREFIX = "/skillopt"
 SUBCOMMANDS = ("eval", "gate", "train", "help")
@@ -242,6 +243,7 @@ def _check_out_documents(ctx: Context, git: Git, pr: PullRequest) -> str | None:
     evaluated = trusted_head(git, base, plan, pr.head_sha)
     git.checkout_detached(evaluated)
     ctx.evaluated_head = evaluated
+    policy.mark_untrusted(f"pull request #{pr.number} comes from a fork")  # no command runs unisolated
     used = ", ".join(code_span(p, 120) for p in plan.documents) or "none"
     ctx.trust_note = (f"From this fork only the skill documents were used ({used}), on the base branch's "
                       f"configuration, suites and scorers at `{base[:7]}`"
