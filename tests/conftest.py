@@ -96,3 +96,22 @@ PYTHON = sys.executable
 # train: options that give the training gate of before the noise-robust defaults (a strict one-pass
 # "candidate mean > incumbent mean", no screening): for tests that pin that gate's decisions.
 LEGACY_TRAIN = {"sequential": False, "screen_edits_alone": False, "noninferior_after_screening": False}
+
+
+@pytest.fixture
+def unisolated(monkeypatch):
+    """This machine without isolation (``SKILLOPT_SANDBOX=none``), commands allowed by the opt-in.
+    For tests of what runs *inside* the sandbox through stand-ins that record what they saw next to
+    themselves (fake agent CLIs): the boundary itself is tested in tests/test_sandbox_boundary.py,
+    and the real CLIs run under it in their end-to-end tests."""
+    from skillopt_ci.sandbox import policy, process
+
+    cache = sys.modules["skillopt_ci.sandbox.isolation"]._CACHE
+    monkeypatch.setenv("SKILLOPT_SANDBOX", "none")
+    monkeypatch.setenv(policy.OPT_IN, "1")
+    cache.clear()
+    process._CACHE.pop("probed", None)
+    yield
+    monkeypatch.delenv("SKILLOPT_SANDBOX")
+    cache.clear()
+    policy.reset()

@@ -238,7 +238,7 @@ def rollout(tmp_path: Path, binary: Path, provider: str = "anthropic", base_url:
     return env, pool, asyncio.run(env.run(request, pool))
 
 
-def test_the_cli_gets_the_target_endpoint_quiet_switches_a_fresh_home_and_the_suites_settings(tmp_path):
+def test_the_cli_gets_the_target_endpoint_quiet_switches_a_fresh_home_and_the_suites_settings(tmp_path, unisolated):
     env, pool, done = rollout(tmp_path, fake_cli(tmp_path, REPORTER), max_turns=4, instructions_file=True)
     try:
         assert done.error is None, done.error
@@ -273,7 +273,7 @@ def test_the_cli_gets_the_target_endpoint_quiet_switches_a_fresh_home_and_the_su
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="IS_SANDBOX matters only as root")
-def test_as_root_skipping_permissions_sets_is_sandbox(tmp_path):
+def test_as_root_skipping_permissions_sets_is_sandbox(tmp_path, unisolated):
     _, _, done = rollout(tmp_path, fake_cli(tmp_path, REPORTER), permission_mode="bypassPermissions")
     done.close()
     assert json.loads(done.output)["env"]["IS_SANDBOX"] == "1"
@@ -286,7 +286,7 @@ def test_a_non_anthropic_target_is_an_input_error_naming_the_provider(tmp_path):
         rollout(tmp_path, fake_cli(tmp_path, REPORTER), provider="openai")
 
 
-def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp_path):
+def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp_path, unisolated):
     _, _, done = rollout(tmp_path, fake_cli(tmp_path, FAILING))
     done.close()
     assert done.error["kind"] == "agent_failed"
@@ -295,7 +295,7 @@ def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp
     assert done.steps[0].kind == "observation" and done.steps[-1].kind == "error"
 
 
-def test_the_clis_own_turn_limit_is_recorded_as_max_turns_and_steps_carry_their_arrival_time(tmp_path):
+def test_the_clis_own_turn_limit_is_recorded_as_max_turns_and_steps_carry_their_arrival_time(tmp_path, unisolated):
     _, _, done = rollout(tmp_path, fake_cli(tmp_path, OWN_MAX_TURNS), max_turns=3)
     done.close()
     assert done.error["kind"] == "max_turns"
@@ -305,7 +305,7 @@ def test_the_clis_own_turn_limit_is_recorded_as_max_turns_and_steps_carry_their_
     assert said.elapsed_s >= init.elapsed_s + 0.25  # printed 0.3 s after the first line
 
 
-def test_a_hanging_cli_is_killed_with_its_children_at_the_time_limit(tmp_path):
+def test_a_hanging_cli_is_killed_with_its_children_at_the_time_limit(tmp_path, unisolated):
     script = f"PID_FILE = {str(tmp_path / 'child.pid')!r}\n{HANGING}"
     _, _, done = rollout(tmp_path, fake_cli(tmp_path, script), time_limit_s=2)
     done.close()
@@ -451,7 +451,7 @@ print(json.dumps({**RESULT, "result": json.dumps(seen)}))
 """
 
 
-def test_the_cli_reaches_the_model_through_the_forwarder_which_counts_the_spend(tmp_path):
+def test_the_cli_reaches_the_model_through_the_forwarder_which_counts_the_spend(tmp_path, unisolated):
     from skillopt_ci.testing import ScriptedReply
 
     with ScriptedModelServer(lambda r: ScriptedReply("forwarded", input_tokens=40, output_tokens=9)) as server:

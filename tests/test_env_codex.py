@@ -153,7 +153,7 @@ def rollout(tmp_path: Path, options: dict, body: str, provider: str = "openai-co
     return env, asyncio.run(env.run(request, pool)), pool, tmp_path / "bin" / "seen.json"
 
 
-def test_a_rollout_installs_the_skill_and_gives_the_cli_only_what_it_needs(tmp_path):
+def test_a_rollout_installs_the_skill_and_gives_the_cli_only_what_it_needs(tmp_path, unisolated):
     env, result, pool, seen_file = rollout(tmp_path, {"instructions_file": True}, RECORDING)
     try:
         seen = json.loads(seen_file.read_text())
@@ -181,7 +181,7 @@ def test_a_rollout_installs_the_skill_and_gives_the_cli_only_what_it_needs(tmp_p
     assert not result.workspace.exists() and not home.exists()
 
 
-def test_verify_runs_in_the_final_workspace(tmp_path):
+def test_verify_runs_in_the_final_workspace(tmp_path, unisolated):
     _, result, _, seen_file = rollout(tmp_path, {"verify": "grep -q hello answer.txt && echo verified"}, RECORDING)
     try:
         assert "AGENTS.md" not in json.loads(seen_file.read_text())["files"]  # instructions_file is off
@@ -191,7 +191,7 @@ def test_verify_runs_in_the_final_workspace(tmp_path):
         result.close()
 
 
-def test_a_missing_cli_is_an_input_error_naming_the_install_command(tmp_path, monkeypatch):
+def test_a_missing_cli_is_an_input_error_naming_the_install_command(tmp_path, unisolated, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(InputError) as err:
         build_environment({"type": "codex"}, tmp_path)
@@ -199,7 +199,7 @@ def test_a_missing_cli_is_an_input_error_naming_the_install_command(tmp_path, mo
     assert "npm install --prefix <dir> @openai/codex@" in err.value.message and "install-agents" in err.value.message
 
 
-def test_validate_exits_2_when_the_cli_is_missing(tmp_path):
+def test_validate_exits_2_when_the_cli_is_missing(tmp_path, unisolated):
     root = tmp_path / "proj"
     suite = root / "suite"
     suite.mkdir(parents=True)
@@ -219,12 +219,12 @@ def test_validate_exits_2_when_the_cli_is_missing(tmp_path):
     assert "skillopt-ci install-agents" in result.err
 
 
-def test_the_wrong_provider_is_an_input_error(tmp_path):
+def test_the_wrong_provider_is_an_input_error(tmp_path, unisolated):
     with pytest.raises(InputError, match="needs a target model with provider openai"):
         rollout(tmp_path, {}, RECORDING, provider="anthropic")
 
 
-def test_a_hanging_cli_is_killed_with_its_children_at_the_time_limit(tmp_path):
+def test_a_hanging_cli_is_killed_with_its_children_at_the_time_limit(tmp_path, unisolated):
     body = """\
         child = subprocess.Popen(["sleep", "300"])
         open(record, "w").write(str(child.pid))
@@ -241,7 +241,7 @@ def test_a_hanging_cli_is_killed_with_its_children_at_the_time_limit(tmp_path):
         result.close()
 
 
-def test_a_cli_waiting_for_an_unreachable_endpoint_is_stopped_as_a_connection_error(tmp_path):
+def test_a_cli_waiting_for_an_unreachable_endpoint_is_stopped_as_a_connection_error(tmp_path, unisolated):
     # Real codex prints this every few seconds for minutes, whatever its retry settings.
     body = """\
         waiting = {"type": "error", "message": "Reconnecting... waiting for network (Connection failed)"}
@@ -268,7 +268,7 @@ def _alive(pid: int) -> bool:
     return status != "Z"
 
 
-def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp_path):
+def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp_path, unisolated):
     SECRETS.add(KEY)
     body = f"""\
         print(json.dumps(EVENTS[3]), flush=True)
@@ -287,7 +287,7 @@ def test_a_non_zero_exit_is_an_errored_rollout_with_the_redacted_stderr_tail(tmp
         result.close()
 
 
-def test_a_cli_past_max_turns_is_killed_at_the_turn_that_exceeds_it(tmp_path):
+def test_a_cli_past_max_turns_is_killed_at_the_turn_that_exceeds_it(tmp_path, unisolated):
     body = """\
         for n in range(1000):
             item = {"id": f"item_{n}", "type": "command_execution", "command": "true", "aggregated_output": "",

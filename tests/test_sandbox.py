@@ -391,22 +391,6 @@ def test_a_run_cancelled_while_it_starts_leaves_nothing_behind(ws):
     assert running_in(ws.path) == []
 
 
-@pytest.fixture
-def unisolated(monkeypatch):
-    """This machine without isolation (``SKILLOPT_SANDBOX=none``), commands allowed by the opt-in."""
-    from skillopt_ci.sandbox import policy
-
-    cache = sys.modules["skillopt_ci.sandbox.isolation"]._CACHE
-    monkeypatch.setenv("SKILLOPT_SANDBOX", "none")
-    monkeypatch.setenv(policy.OPT_IN, "1")
-    cache.clear()
-    process._CACHE.pop("probed", None)
-    yield
-    monkeypatch.delenv("SKILLOPT_SANDBOX")
-    cache.clear()
-    policy.reset()
-
-
 @pytest.mark.slow
 def test_a_process_that_leaves_the_group_holding_the_pipe_does_not_hang_the_run(ws, unisolated):
     # without a PID namespace nothing can end a process that left the group: the run still returns

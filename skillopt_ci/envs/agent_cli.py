@@ -52,7 +52,7 @@ from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspac
 from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.models.forwarder import Grant
-from skillopt_ci.sandbox import SandboxError, SandboxLimits, Workspace, clean_environment
+from skillopt_ci.sandbox import Binds, SandboxError, SandboxLimits, Workspace, clean_environment
 from skillopt_ci.sandbox.isolation import SCRATCH
 from skillopt_ci.sandbox.process import run_process
 from skillopt_ci.sandbox.workspace import remove_tree
@@ -185,6 +185,13 @@ class AgentEnvironment(BaseEnvironment):
             )
         return os.path.realpath(found)
 
+    def install_binds(self) -> Binds:
+        """The CLI's installation, read-only inside the sandbox: the whole ``node_modules`` an npm
+        install put it in (Codex starts a native binary from a sibling package), else its folder."""
+        binary = Path(self.binary)
+        root = next((p for p in binary.parents if p.name == "node_modules"), binary.parent)
+        return Binds.of(read_only=[root])
+
     def read_version(self) -> str:
         try:
             done = subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=60,
@@ -287,7 +294,7 @@ class AgentEnvironment(BaseEnvironment):
         watch = TurnWatch(opts.max_turns, self.is_turn, self.unreachable)
         try:
             result = await run_process(access.wrap(self.argv(request.prompt, workspace.path, endpoint)), cwd=workspace.path,
-                                       env=env, stdin=None, limits=limits, watch=watch)
+                                       env=env, stdin=None, limits=limits, watch=watch, binds=self.install_binds())
         except SandboxError as exc:
             return Parsed(), {"kind": "agent_missing", "message": redact(exc.message)}, 0.0
         parsed = self.parse(result.stdout, watch.times)
