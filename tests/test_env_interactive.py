@@ -26,8 +26,9 @@ from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs.base import RolloutRequest
-from skillopt_ci.envs.interactive import InteractiveEnvironment, parse_action, render_transcript
+from skillopt_ci.envs.interactive import InteractiveEnvironment, parse_action
 from skillopt_ci.envs.registry import build_environment
+from skillopt_ci.envs.steps_text import render_transcript
 from skillopt_ci.models.base import Completion, Usage
 from skillopt_ci.scorers import build_scorer
 from skillopt_ci.testing import ScriptedModelServer

@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -50,6 +50,7 @@ from skillopt_ci.envs.agent_access import AgentAccess, open_access
 from skillopt_ci.envs.agent_clis import AGENT_CLIS
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace
 from skillopt_ci.envs.steps_text import render_steps
+from skillopt_ci.envs.turn_watch import TurnWatch
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.models.forwarder import Grant
 from skillopt_ci.sandbox import Binds, SandboxError, SandboxLimits, Workspace, clean_environment
@@ -58,7 +59,6 @@ from skillopt_ci.sandbox.process import run_process
 from skillopt_ci.sandbox.workspace import remove_tree
 
 STDERR_TAIL = 2_000
-UNREACHABLE_LINES = 2  # "cannot reach the model, retrying" lines before a rollout is stopped
 HOME_PREFIX = "skillopt-agent-home-"
 
 
@@ -359,41 +359,6 @@ def skill_document(skill: Any) -> str:
         head, _, rest = skill.text.partition("\n")
         return f"{head}\n{added}{rest}"
     return f"---\n{added}---\n{skill.text}"
-
-
-class TurnWatch:
-    """Counts turns in the CLI's stdout as it arrives; trips (kill) once past ``limit``. It also
-    notes when each line arrived (``times``, seconds since it was made), for the steps' timing."""
-
-    def __init__(self, limit: int, is_turn: Callable[[str], bool],
-                 unreachable: Callable[[str], str | None] = lambda line: None):
-        self.limit, self.is_turn, self.unreachable = limit, is_turn, unreachable
-        self.turns = 0
-        self.retries: list[str] = []  # the CLI's "cannot reach the model, retrying" messages
-        self.gave_up: str | None = None
-        self.times: list[float] = []
-        self._rest = b""
-        self._start = time.monotonic()
-
-    @property
-    def tripped(self) -> bool:
-        return self.turns > self.limit or self.gave_up is not None
-
-    def __call__(self, chunk: bytes) -> bool:
-        lines = (self._rest + chunk).split(b"\n")
-        self._rest = lines.pop()
-        now = time.monotonic() - self._start
-        for line in lines:
-            self.times.append(now)
-            text = line.decode("utf-8", errors="replace")
-            if self.is_turn(text):
-                self.turns += 1
-            message = self.unreachable(text)
-            if message is not None:
-                self.retries.append(message)
-                if len(self.retries) >= UNREACHABLE_LINES and self.gave_up is None:
-                    self.gave_up = f"the model endpoint could not be reached ({message})"
-        return self.tripped
 
 
 def _tail(stderr: str) -> str:

@@ -52,6 +52,7 @@ from skillopt_ci.core.text import clip
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs import turn_prompt as turns
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, keep_image, task_images
+from skillopt_ci.envs.steps_text import render_transcript
 from skillopt_ci.envs.world_thread import WorldHung, WorldThread
 from skillopt_ci.envs.worlds import load_world_class
 from skillopt_ci.inputs.assets import suite_file
@@ -380,27 +381,6 @@ def _check_step(result: Any, task_id: str) -> tuple[str, float, bool]:
         raise WorldFailure(f"task {task_id!r}: the world's step returned {clip(repr(result), 80)}; "
                            "expected (observation: str, reward: number, done: bool)")
     return result[0], float(result[1]), result[2]
-
-
-def render_transcript(prompt: str, steps: tuple[Step, ...] | list[Step], limit: int) -> str:
-    """The episode as text for the optimizer; past ``limit`` characters the middle is cut (the
-    start shows the task and the world, the end how the episode finished)."""
-    lines = [f"[task]\n{prompt.strip()}"]
-    for step in steps:
-        head = step.kind
-        if step.kind == "observation" and step.reward:
-            head += f" reward={step.reward:g}"
-        if step.done:
-            head += " done"
-        lines.append(f"[{head}] {step.text}" if step.kind == "action" else f"[{head}]\n{step.text}")
-    text = "\n".join(lines)
-    if len(text) <= limit:
-        return text
-    note_len = 80
-    keep = max(limit - note_len, 0)
-    head_chars, tail_chars = keep // 2, keep - keep // 2
-    cut = len(text) - head_chars - tail_chars
-    return f"{text[:head_chars]}\n… [{cut} characters of the trajectory cut] …\n{text[len(text) - tail_chars:]}"
 
 
 def _guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -58,3 +58,24 @@ def render_steps(steps: Sequence[Step], ending: str, limit: int) -> str:
     chars = sum(len(b) + 1 for b in cut)
     note = f"… [{len(cut)} step(s), about {chars} characters cut from the middle] …"
     return "\n".join([*head, note, *tail])
+
+
+def render_transcript(prompt: str, steps: tuple[Step, ...] | list[Step], limit: int) -> str:
+    """An interactive episode as text for the optimizer; past ``limit`` characters the middle is
+    cut (the start shows the task and the world, the end how the episode finished)."""
+    lines = [f"[task]\n{prompt.strip()}"]
+    for step in steps:
+        head = step.kind
+        if step.kind == "observation" and step.reward:
+            head += f" reward={step.reward:g}"
+        if step.done:
+            head += " done"
+        lines.append(f"[{head}] {step.text}" if step.kind == "action" else f"[{head}]\n{step.text}")
+    text = "\n".join(lines)
+    if len(text) <= limit:
+        return text
+    note_len = 80
+    keep = max(limit - note_len, 0)
+    head_chars, tail_chars = keep // 2, keep - keep // 2
+    cut = len(text) - head_chars - tail_chars
+    return f"{text[:head_chars]}\n… [{cut} characters of the trajectory cut] …\n{text[len(text) - tail_chars:]}"

@@ -54,12 +54,12 @@ from skillopt_ci.github.action import (
     gate_flow,
     missing_key,
     skip,
-    train_flow,
 )
 from skillopt_ci.github.publisher import Publisher, PublishError, marker
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.settings import PullRequest
 from skillopt_ci.github.sticky import post_sticky
+from skillopt_ci.github.train_flow import train_flow
 from skillopt_ci.inputs.config import Config, load_config
 from skillopt_ci.render.markdown import code_span, escape_inline
 from skillopt_ci.sandbox import policy

@@ -171,13 +171,7 @@ class ModelPool:
                 raise batch_error(exc) from exc
             raise
         completion = redacted(completion)  # at the source: what the cache stores is what the run sees
-        cost = cost_of(completion.usage, price)
-        spend.calls += 1
-        spend.usage = spend.usage + completion.usage
-        if cost is None:
-            spend.cost_known = False
-        else:
-            spend.cost_usd += cost
+        cost = _charge(spend, completion, price)
         self.cache.put(key, spec.provider, spec.model, completion)
         return replace(completion, cost_usd=cost)
 
@@ -248,3 +242,15 @@ class ModelPool:
         for backend in self._backends.values():
             await backend.aclose()
         self._backends.clear()
+
+
+def _charge(spend: RoleSpend, completion: Completion, price: Any) -> float | None:
+    """Count one answered call in the role's spend; its cost (None: unknown price)."""
+    cost = cost_of(completion.usage, price)
+    spend.calls += 1
+    spend.usage = spend.usage + completion.usage
+    if cost is None:
+        spend.cost_known = False
+    else:
+        spend.cost_usd += cost
+    return cost

@@ -88,7 +88,11 @@ def _check_bind(path: Path, hidden: Sequence[Path], what: str) -> None:
 
 def python_folders() -> list[Path]:
     """The Python installation a ``python`` tool runs: the venv, its base and the interpreter."""
-    return [_real(p) for p in {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}]
+    # skillopt_ci's own package too: an editable install keeps it in a checkout, which is hidden
+    # (the function-tool runner is ``python -m skillopt_ci.envs.function_runner``).
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [_real(p) for p in {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+                               package}]
 
 
 def bwrap_argv(bwrap: str, argv: Sequence[str], workspace: Path, binds: Binds, *, network: bool,
