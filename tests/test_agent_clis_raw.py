@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +45,12 @@ def _workspace(tmp_path: Path, skills_dir: str, body: str, instructions: str | N
     return workspace, home
 
 
+# Codex's own workspace-write sandbox is bubblewrap on Linux; where bwrap is installed but cannot
+# make the namespaces Codex asks for (a container as root), its commands fail and nothing is
+# written. The product runs Codex inside its own boundary then (envs/codex.py: inner_sandbox).
+CODEX_SANDBOX = "danger-full-access" if shutil.which("bwrap") else "workspace-write"
+
+
 def run_codex(server: ScriptedModelServer, tmp_path: Path, body: str, model: str,
               instructions: str | None = None) -> tuple[subprocess.CompletedProcess, Path]:
     workspace, home = _workspace(tmp_path, ".agents/skills", body, instructions)
@@ -52,7 +59,7 @@ def run_codex(server: ScriptedModelServer, tmp_path: Path, body: str, model: str
     (codex_home / "config.toml").write_text(f"""model = "{model}"
 model_provider = "scripted"
 approval_policy = "never"
-sandbox_mode = "workspace-write"
+sandbox_mode = "{CODEX_SANDBOX}"
 [model_providers.scripted]
 name = "scripted"
 base_url = "{server.openai_base_url}"

@@ -60,8 +60,18 @@ class CodexEnvironment(AgentEnvironment):
     def install_dir(self, skill_name: str) -> str:
         return f".agents/skills/{skill_name}"
 
+    def inner_sandbox(self) -> str:
+        """Codex's own sandbox mode. Inside our bubblewrap boundary (read-only system, only the
+        workspace writable, no checkout: docs/sandbox.md) Codex's own sandbox cannot start (it is
+        bubblewrap too, and a sandbox nested in ours has no namespaces to make), so the boundary
+        is the sandbox and Codex is told it has full access to what it sees; elsewhere the
+        suite's mode."""
+        from skillopt_ci.sandbox import isolation
+
+        return "danger-full-access" if isolation() == "bwrap" else self.options.sandbox
+
     def prepare_home(self, home: Path, endpoint: Any) -> dict[str, str]:
-        (home / "config.toml").write_text(config_toml(endpoint, self.options.sandbox), encoding="utf-8")
+        (home / "config.toml").write_text(config_toml(endpoint, self.inner_sandbox()), encoding="utf-8")
         return {"CODEX_HOME": str(home), "HOME": str(home), KEY_VARIABLE: endpoint.api_key}
 
     def upstream(self, endpoint: Any) -> str | None:
