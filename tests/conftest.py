@@ -111,6 +111,7 @@ def unisolated(monkeypatch):
     monkeypatch.setenv(policy.OPT_IN, "1")
     cache.clear()
     process._CACHE.pop("probed", None)
+    policy.reset()  # an earlier test's Action run may have marked this process untrusted
     yield
     monkeypatch.delenv("SKILLOPT_SANDBOX")
     cache.clear()

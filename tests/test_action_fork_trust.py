@@ -181,3 +181,21 @@ def test_deleting_a_document_is_a_document_change():
     layout = TrustedLayout("skillopt.yml", (SKILL,), ("skills/ticket-triage",), (SUITE,))
     change = RawChange("skills/ticket-triage/references/old.md", "100644", "000000", "0" * 40)
     assert classify(change, None, layout) == ("document", "deleted")
+
+
+def test_a_forks_command_marks_the_run_untrusted_and_a_same_repository_one_does_not(tmp_path, fake, server):
+    """What makes code-running environments refuse to run unisolated for a fork (the policy's own
+    refusal is tested in test_sandbox_boundary.py); each Action run starts trusted again."""
+    from skillopt_ci.sandbox import policy
+
+    fork = CommentedPR(tmp_path / "fork", fake, server, {SKILL: better_skill()}, fork=True)
+    try:
+        assert fork.comment("/skillopt eval").code == 0
+        assert policy.untrusted_reason() == "pull request #7 comes from a fork"
+    finally:
+        policy.reset()
+    policy.mark_untrusted("a stale mark")  # the next run must not inherit it
+    own = CommentedPR(tmp_path / "own", fake, server, {SKILL: better_skill()}, number=8)
+    assert own.comment("/skillopt eval").code == 0
+    assert policy.untrusted_reason() is None
+    policy.reset()
