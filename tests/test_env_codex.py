@@ -94,6 +94,23 @@ def test_config_toml_routes_to_the_target_and_holds_no_key():
     assert azure["model_providers"]["skillopt"]["query_params"] == {"api-version": "2025-04-01-preview"}
 
 
+def test_an_azure_target_without_api_responses_still_sends_codex_a_responses_api_version():
+    """Without ``api: responses`` an Azure target gets the Chat Completions default (2024-10-21),
+    which Azure refuses for the Responses API that Codex speaks."""
+    from skillopt_ci.models.registry import ModelSpec, resolve_endpoint
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    spec = ModelSpec.from_dict("target", {"provider": "azure-openai", "model": "dep",
+                                          "base_url": "https://x.openai.azure.com"})
+    endpoint = resolve_endpoint(spec, {"AZURE_OPENAI_API_KEY": KEY})
+    assert endpoint.api_version == "2024-10-21"
+    config = tomllib.loads(config_toml(endpoint, "workspace-write"))
+    assert config["model_providers"]["skillopt"]["query_params"] == {"api-version": "2025-04-01-preview"}
+    newer = tomllib.loads(config_toml(Endpoint("azure-openai", "dep", KEY, "https://x.openai.azure.com",
+                                               "2025-05-01-preview"), "workspace-write"))
+    assert newer["model_providers"]["skillopt"]["query_params"] == {"api-version": "2025-05-01-preview"}
+
+
 # -- a stand-in codex binary ---------------------------------------------------------------------
 
 def fake_codex(folder: Path, body: str) -> Path:

@@ -32,6 +32,7 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.trajectory import Step
 from skillopt_ci.envs.agent_cli import AgentEnvironment, AgentOptions, Parsed, json_events, stamp
+from skillopt_ci.models.registry import DEFAULT_AZURE_RESPONSES_API_VERSION
 
 KEY_VARIABLE = "SKILLOPT_CODEX_API_KEY"
 PROVIDER_ID = "skillopt"
@@ -118,13 +119,20 @@ def codex_base_url(endpoint: Any) -> str:
     return base_url
 
 
+def responses_api_version(version: str) -> str:
+    """Codex always speaks the Responses API, which Azure serves from ``2025-03-01-preview`` on: an
+    older ``api-version`` (the Chat Completions default an Azure target gets without ``api:
+    responses``) becomes the Responses default rather than a request Azure refuses."""
+    return version if version >= "2025-03-01-preview" else DEFAULT_AZURE_RESPONSES_API_VERSION
+
+
 def config_toml(endpoint: Any, sandbox: str) -> str:
     """``config.toml`` for one rollout: the target model as the only provider. Holds no key (and,
     run through the forwarder, ``endpoint`` is the forwarder's URL and a per-rollout credential)."""
     base_url = codex_base_url(endpoint)
     extra = ""
     if endpoint.provider == "azure-openai" and endpoint.api_version:
-        extra = f"query_params = {{ \"api-version\" = {_toml(endpoint.api_version)} }}\n"
+        extra = f"query_params = {{ \"api-version\" = {_toml(responses_api_version(endpoint.api_version))} }}\n"
     return (
         f"model = {_toml(endpoint.model)}\n"
         f"model_provider = \"{PROVIDER_ID}\"\n"
