@@ -87,6 +87,18 @@ def test_the_csv_can_be_given_itself_and_the_corpus_by_officeqa_docs_dir(tmp_pat
     assert yaml.safe_load((tmp_path / "s2/suite.yaml").read_text())["assets"] == {"docs": "${OFFICEQA_DOCS_DIR}"}
 
 
+def test_a_relative_officeqa_docs_dir_is_refused_at_import(tmp_path, monkeypatch):
+    """The suite names the variable and reads it again when it runs, from its own folder: a relative
+    value that worked at import would name another folder then."""
+    data = write_fixture(tmp_path / "data")
+    (data / DOCS).rename(tmp_path / "corpus")
+    monkeypatch.chdir(tmp_path)
+    result = bench_import(data / "officeqa_full.csv", tmp_path / "s", "--manifest", str(small_manifest(tmp_path / "m")),
+                          env={"OFFICEQA_DOCS_DIR": "corpus"})
+    assert result.code == 2 and "OFFICEQA_DOCS_DIR must be an absolute path, got 'corpus'" in result.err
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_missing_id_is_exit_2_naming_it_and_the_csv(tmp_path):
     data = write_fixture(tmp_path / "data")
     write_rows(data, [r for r in rows(data) if r["uid"] != "UID0007"])

@@ -92,6 +92,10 @@ def _docs_folder(beside: Path) -> tuple[Path, str]:
     named = os.environ.get(DOCS_VARIABLE)
     if named:
         folder = Path(named).expanduser()
+        if not folder.is_absolute():  # the suite reads it again when it runs, relative to its own folder
+            raise InputError(f"{DOCS_VARIABLE} must be an absolute path, got {named!r}", where=DOCS_VARIABLE,
+                             hint=f"export {DOCS_VARIABLE}=\"$(realpath {named})\": the suite names the variable "
+                                  "and reads it again at every run, from wherever it runs")
         if not folder.is_dir():
             raise InputError(f"{DOCS_VARIABLE} names a folder that does not exist", where=named, hint=DATA_HELP)
         return folder.resolve(), f"${{{DOCS_VARIABLE}}}"
