@@ -111,3 +111,17 @@ def test_tools_and_context_are_part_of_the_pool_key(tmp_path):
         assert server.call_count == 3 and pool.cache.hits == 2
         assert "tools" not in server.calls[0].request.body
         assert server.calls[1].request.tools == [LOOKUP.to_dict()]
+
+
+def test_a_full_disk_under_the_cache_is_a_runtime_failure_naming_it(tmp_path):
+    """SQLite's "database or disk is full" (here: the page limit reached, as a full disk does)."""
+    from skillopt_ci.core.errors import RuntimeFailure
+    from skillopt_ci.models.base import Completion
+    from skillopt_ci.models.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / "cache.sqlite", "read-write")
+    pages = cache._db.execute("PRAGMA page_count").fetchone()[0]
+    cache._db.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(RuntimeFailure, match=r"no space left on device: .*cache\.sqlite") as caught:
+        cache.put("k", "openai", "m", Completion(text="x" * 200_000, usage=Usage(1, 1)))
+    assert caught.value.exit_code == 3 and "run the same command again" in (caught.value.hint or "")

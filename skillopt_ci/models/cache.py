@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.cache_modes import CACHE_MODES
-from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.errors import InputError, RuntimeFailure
 from skillopt_ci.core.redact import redact, redact_obj
 from skillopt_ci.inputs.writable import check_file
 from skillopt_ci.models.base import Completion, Message, ToolCall, ToolSpec, Usage
@@ -182,7 +182,7 @@ class ResponseCache:
             return
         completion = redacted(completion)
         calls = json.dumps([c.to_dict() for c in completion.tool_calls]) if completion.tool_calls else None
-        self._db.execute(
+        self._write(
             "INSERT OR REPLACE INTO responses (key, provider, model, text, finish_reason, input_tokens, "
             "output_tokens, latency_s, created_at, tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -216,8 +216,21 @@ class ResponseCache:
             return
         packed = json.dumps({k: base64.b64encode(_redact_file(v)).decode("ascii") for k, v in files.items()})
         # An agent's steps may show its own environment: the cache is a sink like the run directory.
-        self._db.execute("INSERT OR REPLACE INTO rollouts (key, result, files, created_at) VALUES (?, ?, ?, ?)",
-                         (key, json.dumps(redact_obj(result), ensure_ascii=False), packed, time.time()))
+        self._write("INSERT OR REPLACE INTO rollouts (key, result, files, created_at) VALUES (?, ?, ?, ?)",
+                    (key, json.dumps(redact_obj(result), ensure_ascii=False), packed, time.time()))
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        """One insert; a full disk (SQLite's SQLITE_FULL) is a runtime failure naming the cache,
+        as a full run directory is, never a traceback: the results already written are kept."""
+        assert self._db is not None
+        try:
+            self._db.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if "full" not in str(exc).lower():
+                raise
+            raise RuntimeFailure(f"no space left on device: {self.path}",
+                                 hint="free some space (or set cache.mode: off), then run the same command again; "
+                                      "the results written so far are kept") from None
 
     def count(self) -> int:
         if self._db is None:
