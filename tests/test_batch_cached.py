@@ -26,6 +26,9 @@ class NoBatchAPI(http.server.BaseHTTPRequestHandler):
     """An OpenAI-compatible endpoint without the files and batches routes: 404 for everything."""
 
     def _not_found(self) -> None:
+        # Read the request first: a 404 sent while the client still uploads its batch file resets
+        # the connection under load, which the client reports as a connection error, not a 404.
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
         body = b'{"detail": "Not Found"}'
         self.send_response(404)
         self.send_header("Content-Type", "application/json")

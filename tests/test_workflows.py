@@ -92,7 +92,7 @@ def test_run_directories_are_uploaded_as_an_artifact():
 def test_every_output_comes_from_the_run_step():
     for name, spec in ACTION["outputs"].items():
         assert spec["value"] == "${{ steps.run.outputs." + name + " }}"
-        assert f'"{name}"' in (REPO / "skillopt_ci/github/action.py").read_text()
+        assert f'"{name}"' in "".join(path.read_text() for path in (REPO / "skillopt_ci/github").glob("*.py"))
 
 
 def test_readme_documents_every_input_and_output():
