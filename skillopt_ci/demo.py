@@ -98,7 +98,7 @@ def train_example(config: Config, runs: Path, name: str, echo: Callable[[str], N
 def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> None:
     echo(BANNER)
     echo("")
-    with tempfile.TemporaryDirectory(prefix="skillopt-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="skillopt-demo-") as tmp, _bundled_code_may_run_unisolated(echo):
         runs = out or Path(tmp)
         with ScriptedModelServer(SimulatedModels()) as server:
             config = demo_config(server.openai_base_url, runs)
@@ -117,6 +117,30 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> None:
             echo(f"Run directories: {out}")
         echo("Against real providers: skillopt-ci init, export OPENAI_API_KEY=…, then skillopt-ci eval ticket-triage")
         echo("(and, with models.optimizer set in skillopt.yml, skillopt-ci train --skill ticket-triage).")
+
+
+@contextlib.contextmanager
+def _bundled_code_may_run_unisolated(echo: Callable[[str], None]) -> Iterator[None]:
+    """The demo runs only its own bundled suites against its own simulated model: on a machine
+    where commands cannot be isolated (no working bubblewrap) it opts in for itself, and says so,
+    rather than refusing the sales-analysis example (a user's own suites still need the opt-in)."""
+    from skillopt_ci.sandbox import isolation, policy
+
+    if isolation() == "bwrap" or policy.opted_in():
+        yield
+        return
+    echo("Note: commands cannot be isolated on this machine (no working bubblewrap); the demo runs its own")
+    echo(f"bundled example without a sandbox. Your suites need bubblewrap, or {policy.OPT_IN}=1 (docs/sandbox.md).")
+    echo("")
+    saved = os.environ.get(policy.OPT_IN)
+    os.environ[policy.OPT_IN] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(policy.OPT_IN, None)
+        else:
+            os.environ[policy.OPT_IN] = saved
 
 
 FIXTURES = "skillopt_ci.testing.benchdata"

@@ -267,6 +267,18 @@ def test_anthropic_target_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+def test_demo_runs_on_a_machine_without_isolation_and_says_so():
+    """The quick start on a fresh machine without bubblewrap: the demo's own bundled suites run,
+    saying they ran without a sandbox, instead of the tools example being refused."""
+    env = {k: v for k, v in os.environ.items() if k != "SKILLOPT_ALLOW_UNISOLATED"}
+    proc = subprocess.run([PY, "-m", "skillopt_ci", "demo"], capture_output=True, text=True, timeout=300,
+                          env={**env, "SKILLOPT_SANDBOX": "none"})
+    assert proc.returncode == 0, proc.stderr
+    assert "commands cannot be isolated on this machine (no working bubblewrap)" in proc.stdout
+    assert "sales-analysis  val      10       0.200" in proc.stdout
+
+
+@pytest.mark.slow
 def test_demo_runs_offline():
     proc = subprocess.run([PY, "-m", "skillopt_ci", "demo"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
