@@ -234,11 +234,6 @@ class Publisher:
         """The pull request ``number`` as the API has it now (head, base, their repositories)."""
         return self._call("reading the pull request", self.repo.get_pull, number)
 
-    def pull_files(self, pull: Any) -> list[tuple[str, str | None]]:
-        """(path, previous path of a rename) of every file the pull request changes."""
-        files = self._call("listing the pull request's files", lambda: list(pull.get_files()))
-        return [(f.filename, getattr(f, "previous_filename", None)) for f in files]
-
     @redact_args
     def reply(self, number: int, body: str) -> str:
         """A plain (non-sticky) comment on the pull request; returns its URL."""
