@@ -17,10 +17,9 @@ import argparse
 import asyncio
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
-from statistics import median
+
+from bench_sandbox import measure  # the sandbox bench's timing loop (this folder is on sys.path)
 
 from skillopt_ci.core.task import Task
 from skillopt_ci.envs.functions import load_function_tool
@@ -31,18 +30,6 @@ def population(city: str) -> int:
     """Look up a city."""
     return {"paris": 2_100_000}.get(city, 0)
 '''
-
-
-def measure(call: Callable[[], object], n: int) -> tuple[float, float]:
-    """Median wall and median CPU seconds of ``n`` calls (after one warm-up call)."""
-    call()
-    walls, cpus = [], []
-    for _ in range(n):
-        wall, cpu = time.perf_counter(), time.process_time()
-        call()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return median(walls), median(cpus)
 
 
 def main() -> None:
