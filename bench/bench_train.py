@@ -27,7 +27,7 @@ def train_once(early_stop: bool, epochs: int, concurrency: int) -> tuple[list, i
     with tempfile.TemporaryDirectory() as tmp, ScriptedModelServer(SimulatedModels()) as server:
         config = demo_config(server.openai_base_url, Path(tmp))
         config = dataclasses.replace(config, concurrency=concurrency,
-                                     train=dataclasses.replace(config.train, epochs=epochs, early_stop=early_stop,
+                                     train=dataclasses.replace(config.train, epochs=epochs, acceptance="mean", early_stop=early_stop,
                                                                  credit_assignment=False))
         started = time.perf_counter()
         run_training(config, TrainRequest(skill="ticket-triage", out=Path(tmp) / "run"), log=lambda line: None,

@@ -47,16 +47,14 @@ from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.train.state import TrainState
 
 # The defaults before this benchmark's mechanisms: a strict one-pass gate, no screening.
-LEGACY: dict[str, Any] = {"sequential": False, "screen_edits_alone": False, "noninferior_after_screening": False}
+LEGACY: dict[str, Any] = {"acceptance": "mean"}
 CONFIGS: dict[str, dict[str, Any]] = {
     "legacy": LEGACY,
     "defaults": {},
-    # each mechanism switched on alone, on top of the legacy defaults
-    "honest_incumbent": {**LEGACY, "honest_incumbent": True},
-    "sequential": {**LEGACY, "sequential": True},
+    # the other acceptance rules, and each further mechanism on top of the legacy rule
+    "honest": {"acceptance": "honest"},
+    "sequential": {"acceptance": "sequential"},
     "screening": {**LEGACY, "screening": True},
-    "screen_edits_alone": {**LEGACY, "screen_edits_alone": True},
-    "alone+noninferior": {**LEGACY, "screen_edits_alone": True, "noninferior_after_screening": True},
     "credit_confidence=0.8": {**LEGACY, "credit_confidence": 0.8},
 }
 STALL = 0.6

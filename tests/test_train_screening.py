@@ -153,7 +153,7 @@ def test_credit_confidence_keeps_a_good_edit_a_single_noisy_pass_drops(tmp_path)
 
 @pytest.mark.slow
 def test_resume_with_the_options_on_gives_the_same_run(tmp_path):
-    options = {"screening": True, "screen_edits_alone": True, "credit_confidence": 0.8}
+    options = {"screening": True, "credit_confidence": 0.8}
     with ScriptedModelServer(SimulatedModels(), latency=0.01) as server:
         reference = train_project(tmp_path / "ref", server.openai_base_url, cache={"mode": "off"}, train=options)
         assert run_cli("train", "--skill", "ticket-triage", "--out", str(tmp_path / "ref-run"), "--quiet",

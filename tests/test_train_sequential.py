@@ -1,4 +1,4 @@
-"""``train.honest_incumbent`` and ``train.sequential`` end to end: the simulated target and
+"""``train.acceptance: honest`` and ``honest-sequential`` end to end: the simulated target and
 optimizer behind the scripted server (the real OpenAI SDK), real files, real processes for
 kill-and-resume."""
 
@@ -19,8 +19,8 @@ from skillopt_ci.testing.triage import REFERENCE_SKILL, parse_rules, triage
 from skillopt_ci.train.history import Decision, stable_history
 from skillopt_ci.train.state import TrainState
 
-HONEST = {**LEGACY_TRAIN, "honest_incumbent": True}
-SEQUENTIAL = {**LEGACY_TRAIN, "honest_incumbent": True, "sequential": True, "sequential_alpha": 0.05, "sequential_max_rounds": 3}
+HONEST = {"acceptance": "honest"}
+SEQUENTIAL = {"acceptance": "honest-sequential", "sequential_alpha": 0.05, "sequential_max_rounds": 3}
 REASON = re.compile(r"^(accepted|rejected): [+-]\d\.\d{3}( \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\])? paired over \d+ tasks, "
                     r"\d rounds? \([^;]+; (paired|sequential), alpha 0\.05\)$")
 

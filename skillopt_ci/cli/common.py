@@ -12,6 +12,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import click
+
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.paths import display_path
 
@@ -64,6 +66,8 @@ def load_project_config(state: State, model: str | None = None, base_url: str | 
                              hint="run skillopt-ci init, or pass --config, or --model provider:model")
         return default_config(Path.cwd(), override)
     config = load_config(path, display=display_path(path))
+    for line in config.warnings:
+        click.echo(f"warning: {line}", err=True)
     if override is not None:
         config = replace(config, models=MappingProxyType({**config.models, "target": override}))
     return config

@@ -1,5 +1,6 @@
-"""The paired, sequential test behind training's validation gate (``honest_incumbent`` /
-``sequential``). Pure functions over per-task samples; no I/O.
+"""The paired, sequential test behind training's validation gate (the ``train.acceptance`` rules
+``sequential``, ``honest``, ``honest-sequential`` and ``screened``'s fallback). Pure functions
+over per-task samples; no I/O.
 
 Samples are kept per task (``{task_id: [score, ...]}``); a side's estimate of a task is the mean
 of all its samples so far, and the statistic is the mean over tasks of the per-task delta

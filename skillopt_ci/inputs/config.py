@@ -7,7 +7,7 @@ config; keys come from environment variables (see :mod:`skillopt_ci.models.regis
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -15,6 +15,8 @@ from typing import Any
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.names import NAME_RULE, name_problem
 from skillopt_ci.core.redact import strip_userinfo
+from skillopt_ci.inputs.acceptance import DEFAULT as ACCEPTANCE_DEFAULT
+from skillopt_ci.inputs.acceptance import read_legacy
 from skillopt_ci.inputs.yamlfile import Problem, YamlDoc, load_yaml, schema_problems
 
 CONFIG_NAME = "skillopt.yml"
@@ -157,13 +159,10 @@ class TrainPolicy:
     test_margin: float = 0.05
     seed: int = 0
     labels: tuple[str, ...] = ("skillopt", "automated")
-    honest_incumbent: bool = False
-    sequential: bool = True
+    acceptance: str = ACCEPTANCE_DEFAULT  # the rule that accepts a candidate (skillopt_ci.train.acceptance)
     sequential_alpha: float = 0.05
     sequential_max_rounds: int = 4
     screening: bool = False
-    screen_edits_alone: bool = True
-    noninferior_after_screening: bool = True
     credit_confidence: float | None = None
 
     @classmethod
@@ -199,6 +198,7 @@ class Config:
     min_attempts: int = 10
     gate: GatePolicy = GatePolicy()
     train: TrainPolicy = TrainPolicy()
+    warnings: tuple[str, ...] = ()  # usable but deprecated settings, one line each (load_config)
 
     def skill(self, name: str) -> SkillEntry | None:
         for entry in self.skills:
@@ -221,11 +221,12 @@ def load_config(path: Path, display: str | None = None) -> Config:
     """Load and validate a config file. Raises :class:`InputError` on the first problem
     (``skillopt-ci validate`` lists them all)."""
     config, problems = check_config(path, display)
-    if problems:
-        more = f"; {len(problems) - 1} more problem(s): run skillopt-ci validate" if len(problems) > 1 else ""
-        raise problems[0].to_error(hint=f"fix the config{more}")
+    errors = [p for p in problems if not p.is_warning]
+    if errors:
+        more = f"; {len(errors) - 1} more problem(s): run skillopt-ci validate" if len(errors) > 1 else ""
+        raise errors[0].to_error(hint=f"fix the config{more}")
     assert config is not None
-    return config
+    return replace(config, warnings=tuple(str(p) for p in problems))
 
 
 def check_config(path: Path, display: str | None = None) -> tuple[Config | None, list[Problem]]:
@@ -251,6 +252,8 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
     limits = data.get("limits") or {}
     # An unquoted `mode: off` is the boolean false in YAML 1.1; it means what it says.
     cache_mode = "off" if cache.get("mode") is False else cache.get("mode", "read-write")
+    train, notes = read_legacy(data.get("train") or {})
+    problems.extend(replace(doc.problem(("train", key), message), level="warning") for key, message in notes)
     config = Config(
         root=root,
         file=doc.file,
@@ -271,7 +274,7 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         max_error_rate=float(run_eval.get("max_error_rate", 0.5)),
         min_attempts=int(run_eval.get("min_attempts", 10)),
         gate=GatePolicy.from_dict(data.get("gate") or {}),
-        train=TrainPolicy.from_dict(data.get("train") or {}),
+        train=TrainPolicy.from_dict(train),
     )
     return config, problems
 

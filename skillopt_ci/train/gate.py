@@ -1,16 +1,17 @@
-"""The validation gate of training: a candidate skill replaces the incumbent only if it beats it
-on the same validation tasks and repeats (ties rejected).
+"""The validation gate of training: whether a candidate skill replaces the incumbent, judged on the
+same validation tasks by the run's acceptance rule (ties rejected wherever a gain is asked for).
 
-Scoring runs hardest tasks first and, with ``train.early_stop``, stops as soon as the candidate
+The ``mean`` rule scores hardest tasks first and, with ``train.early_stop``, stops as soon as the candidate
 cannot win any more; the verdict is then :attr:`Verdict.EARLY_REJECTED`, and the reason given is
 the same sentence a full pass gives, because what the optimizer is told must not depend on
 whether scoring stopped early (or early stopping would change later decisions).
 
-With ``train.honest_incumbent`` or ``train.sequential`` the gate is the paired test of
+Which test decides is the run's acceptance rule (``train.acceptance``,
+:mod:`skillopt_ci.train.acceptance`); the paired rules use the test of
 :mod:`skillopt_ci.core.sequential` instead: the incumbent's samples are everything it has had so
-far (``samples``, kept in ``state.json`` by the trainer), honest mode re-samples it on every
-validation task at fresh sample indices derived from the step, and sequential mode adds rounds on
-the tasks where the two sides disagree. Every sample of a step lands in its own directory under
+far (``samples``, kept in ``state.json`` by the trainer), the honest rules re-sample it on every
+validation task at fresh sample indices derived from the step, and the sequential ones add rounds
+on the tasks where the two sides disagree. Every sample of a step lands in its own directory under
 ``steps/<step>/`` (``val`` is the candidate's first round, as in the default gate), so a resumed
 step redraws nothing it already has.
 """
@@ -18,8 +19,7 @@ step redraws nothing it already has.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
+from dataclasses import dataclass, field
 
 from skillopt_ci.core.compare import ComparePolicy, compare_results
 from skillopt_ci.core.early_stop import accepts, cannot_win
@@ -35,42 +35,10 @@ from skillopt_ci.core.sequential import (
 from skillopt_ci.core.sequential import reason as sequential_reason
 from skillopt_ci.core.task import Task
 from skillopt_ci.inputs.config import TrainPolicy
+from skillopt_ci.train.acceptance import AcceptanceRule, rule_named
 from skillopt_ci.train.evaluate import EarlyStop, StageEvaluator
-from skillopt_ci.train.history import Decision
+from skillopt_ci.train.gate_result import GateResult, Verdict
 from skillopt_ci.train.state import Version
-
-
-class Verdict(str, Enum):
-    ACCEPTED = "accepted"
-    REJECTED = "rejected"
-    EARLY_REJECTED = "early-rejected"
-    INCONCLUSIVE = "inconclusive"
-
-    @property
-    def decision(self) -> Decision:
-        return Decision.ACCEPTED if self is Verdict.ACCEPTED else Decision.REJECTED
-
-
-@dataclass(frozen=True)
-class GateResult:
-    verdict: Verdict
-    reason: str
-    candidate_val: float | None
-    incumbent_val: float | None
-    delta: float | None = None
-    ci: tuple[float, float] | None = None
-    results: tuple[TaskResult, ...] = ()  # the candidate's validation results (in memory only, for credit)
-    # The paired gate's samples per task after the decision (in memory; the trainer keeps them).
-    candidate_samples: dict[str, list[float]] | None = None
-    incumbent_samples: dict[str, list[float]] | None = None
-
-    @property
-    def accepted(self) -> bool:
-        return self.verdict is Verdict.ACCEPTED
-
-    @property
-    def early_stopped(self) -> bool:
-        return self.verdict is Verdict.EARLY_REJECTED
 
 
 @dataclass
@@ -83,19 +51,21 @@ class ValidationGate:
     incumbent_results: Callable[[Version], list[TaskResult]]
     incumbent_text: Callable[[int], str] | None = None  # a version's skill text (the paired gate samples it)
 
-    @property
-    def paired(self) -> bool:
-        return self.policy.honest_incumbent or self.policy.sequential
+    rule: AcceptanceRule = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rule = rule_named(self.policy.acceptance)
 
     def judge(self, incumbent: Version, candidate_text: str, step_id: str,
               samples: Samples | None = None, *, confirmed: bool = False) -> GateResult:
         """Score ``candidate_text`` on validation (into ``steps/<step_id>/val``) against ``incumbent``
-        (``samples``: the incumbent's samples so far, for the paired gate; ``confirmed``: every
-        edit of the candidate was confirmed alone in screening)."""
-        if confirmed and self.policy.noninferior_after_screening:
-            return self.judge_noninferior(incumbent, candidate_text, step_id, samples)
-        if self.paired:
-            return self.judge_paired(incumbent, candidate_text, step_id, samples)
+        by the run's acceptance rule (``samples``: the incumbent's samples so far, for the paired
+        gate; ``confirmed``: every edit of the candidate was confirmed alone in screening)."""
+        return self.rule.judge(self, incumbent, candidate_text, step_id, samples, confirmed=confirmed)
+
+    def judge_mean(self, incumbent: Version, candidate_text: str, step_id: str) -> GateResult:
+        """One pass of the candidate, hardest tasks first, accepted if its mean beats the
+        incumbent's; with ``train.early_stop``, stopped as soon as it cannot any more."""
         base = self.incumbent_results(incumbent)
         val_ids = [t.id for t in self.val_tasks]
         measured = [t for t in val_ids if any(r.task_id == t and r.ok for r in base)]
@@ -119,7 +89,6 @@ class ValidationGate:
         return GateResult(Verdict.ACCEPTED, reason, comparison.head_mean, incumbent.val_mean, comparison.delta,
                           comparison.ci, results=tuple(outcome.results))
 
-
     def judge_noninferior(self, incumbent: Version, candidate_text: str, step_id: str,
                           samples: Samples | None) -> GateResult:
         """One pass of the candidate, accepted unless significantly worse than the incumbent
@@ -137,15 +106,16 @@ class ValidationGate:
         return GateResult(verdict, reason, mean_of(cand, ids), mean_of(inc, ids), look.delta, ci,
                           results=tuple(first.results), candidate_samples=cand, incumbent_samples=inc)
 
-    def judge_paired(self, incumbent: Version, candidate_text: str, step_id: str,
-                     samples: Samples | None) -> GateResult:
-        """The paired (and, with ``train.sequential``, sequential) test against ``incumbent``."""
+    def judge_paired(self, incumbent: Version, candidate_text: str, step_id: str, samples: Samples | None, *,
+                     sequential: bool, honest: bool) -> GateResult:
+        """The paired test against ``incumbent``: one look, or in rounds (``sequential``); with
+        ``honest``, the incumbent re-sampled first at fresh sample indices."""
         assert self.incumbent_text is not None, "the paired gate needs the incumbent's text"
         ids = [t.id for t in self.val_tasks]
         by_id = {t.id: t for t in self.val_tasks}
         texts = {"candidate": candidate_text, "incumbent": self.incumbent_text(incumbent.number)}
         inc = merge(samples, {}) if samples else as_samples(self.incumbent_results(incumbent))
-        if self.policy.honest_incumbent:
+        if honest:
             again = self.evaluator.evaluate(texts["incumbent"], "val", f"steps/{step_id}/val-incumbent",
                                             sample_offset=fresh_offset(step_id, "incumbent", 1),
                                             label=f"{step_id} val incumbent")
@@ -158,7 +128,6 @@ class ValidationGate:
                                           tasks=tuple(by_id[t] for t in tasks), label=f"{step_id} val r{round_no}")
             return as_samples(out.results)
 
-        sequential = self.policy.sequential
         rounds, alpha = (self.policy.sequential_max_rounds if sequential else 1), self.policy.sequential_alpha
         done = validate(sample, as_samples(first.results), inc, ids, alpha=alpha, rounds=rounds,
                         min_gain=self.policy.min_gain)

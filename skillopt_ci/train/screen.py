@@ -8,7 +8,7 @@ above the rollout's, a success *broken* when its score falls below it. A candida
 fixes at least one failure and breaks no more successes than it fixes; otherwise the step is
 rejected without validation (``train.screening``).
 
-``train.screen_edits_alone`` (the default) screens every edit on its own and confirms each fix
+``train.acceptance: screened`` (the default) screens every edit on its own and confirms each fix
 against the incumbent, so a useless edit cannot pass on noise and a harmful edit cannot ride in
 with a good one:
 
@@ -109,7 +109,7 @@ class Screener:
     evaluator: StageEvaluator
     caps: EditCaps
     candidate: bool  # ``train.screening``
-    alone: bool  # ``train.screen_edits_alone``
+    alone: bool  # the acceptance rule screens each edit alone (``screened``)
 
     @property
     def active(self) -> bool:

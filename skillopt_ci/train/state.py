@@ -94,7 +94,7 @@ class TrainState:
     stopped: str | None = None
     steps_per_epoch: int = 0
     epochs_planned: int = 0
-    # Per version, per validation task: every validation sample it has had (train.honest_incumbent).
+    # Per version, per validation task: every validation sample it has had (the honest acceptance rules).
     val_samples: dict[int, dict[str, list[float]]] = field(default_factory=dict)
 
     def version(self, number: int) -> Version:
@@ -114,7 +114,7 @@ class TrainState:
             "spent": self.spent.to_dict(), "stopped": self.stopped, "steps_per_epoch": self.steps_per_epoch,
             "epochs_planned": self.epochs_planned,
         }
-        if self.val_samples:  # only runs with train.honest_incumbent have any (older files stay byte for byte)
+        if self.val_samples:  # only runs with an honest acceptance rule have any (older files stay byte for byte)
             data["val_samples"] = {str(v): samples for v, samples in self.val_samples.items()}
         return data
 

@@ -99,7 +99,7 @@ class Trainer:
         self.gate = ValidationGate(self.evaluator, val_tasks, repeats, policy,
                                    ComparePolicy.from_gate(config.gate, margin=0.0), self.val_results, self.skill_text)
         self.credit = CreditAssigner(self.evaluator, val_tasks, self.caps, policy.credit_confidence, repeats)
-        self.screener = Screener(self.evaluator, self.caps, policy.screening, policy.screen_edits_alone)
+        self.screener = Screener(self.evaluator, self.caps, policy.screening, self.gate.rule.screens_edits_alone)
 
     # ---- run directory -----------------------------------------------------------------------
 
@@ -236,7 +236,7 @@ class Trainer:
 
     def conclude(self, state: TrainState, record: StepRecord, result: GateResult, candidate_text: str,
                  edits: Sequence[Edit], marks: Sequence[StageSpend], val_dir: str | None = None) -> StepRecord:
-        honest = self.policy.honest_incumbent
+        honest = self.gate.rule.honest
         if honest and result.incumbent_samples is not None:
             state.val_samples[state.incumbent] = result.incumbent_samples
         if result.accepted:
