@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
+from skillopt_ci.cli import options
 from skillopt_ci.cli.common import State, check_out, load_project_config
-from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import InputError
 
 
@@ -33,14 +33,14 @@ def names(value: str | None, option: str) -> tuple[str, ...]:
               help="The folder holding the imported suites, one folder each (bench import writes eval_suites/NAME; "
                    "after bench import --out DIR/NAME, pass DIR).")
 @click.option("--out", type=click.Path(path_type=Path), help="Where to write bench.md and bench.json (default: under runs_dir).")
-@click.option("--model", help="Target model as provider:model, overriding skillopt.yml.")
-@click.option("--base-url", help="Base URL for --model (OpenAI-compatible servers).")
-@click.option("--cache", "cache_mode", type=click.Choice(CACHE_MODES), help="Response cache mode.")
+@options.model
+@options.base_url()
+@options.cache_mode("Response cache mode.")
 @click.option("--concurrency", type=click.IntRange(1, 512), help="Model calls in flight.")
 @click.option("--shard", help="Evaluate one stable slice of each split, i/n (merge each cell's runs with merge).")
 @click.option("--fresh", is_flag=True, help="Discard the existing runs of these cells and start over.")
-@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
-@click.option("--quiet", is_flag=True, help="No progress output.")
+@options.assume_yes
+@options.quiet
 @click.pass_obj
 def bench_run(state: State, skill: Path, benchmarks: str | None, envs: str | None, split: str, suites_dir: Path,
               out: Path | None, model: str | None, base_url: str | None, cache_mode: str | None,

@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
+from skillopt_ci.cli import options
 from skillopt_ci.cli.common import State, check_out, load_project_config
 from skillopt_ci.core.baseline import BASELINES
-from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import EXIT_OK, InputError
 
 
@@ -22,19 +22,16 @@ from skillopt_ci.core.errors import EXIT_OK, InputError
 @click.option("--split", default="val", show_default=True, help="Which split to evaluate.")
 @click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task (default: the suite's).")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: a stable one under runs_dir; re-running resumes).")
-@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
+@options.fresh
 @click.option("--threshold", type=click.FloatRange(0, 1), help="Eval-only check: exit 1 when the score is below it.")
-@click.option("--model", help="Target model as provider:model, overriding skillopt.yml.")
-@click.option("--base-url", help="Base URL for --model (OpenAI-compatible servers).")
-@click.option("--cache", "cache_mode", type=click.Choice(CACHE_MODES), help="Response cache mode.")
+@options.model
+@options.base_url()
+@options.cache_mode("Response cache mode.")
 @click.option("--concurrency", type=click.IntRange(1, 512), help="Model calls in flight.")
 @click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
 @click.option("--baseline", type=click.Choice(BASELINES), help="Also evaluate the same tasks with no skill and show what the skill adds (--baseline none).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json (plus the input warnings) instead of the table.")
-@click.option("--quiet", is_flag=True, help="No progress output.")
-@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
-@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
-@click.option("--wait", is_flag=True, help="If another process is writing to the run directory, wait for it instead of failing.")
+@options.run_guards
 @click.option("--batch", is_flag=True, help="Send the model calls through the provider's batch API (OpenAI, Azure OpenAI, Anthropic) at the batch price; slower, resumable.")
 @click.pass_obj
 def eval_cmd(state: State, skill: str, suite: Path | None, split: str, repeats: int | None, out: Path | None,

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
+from skillopt_ci.cli import options
 from skillopt_ci.cli.common import State, check_out, load_project_config
 from skillopt_ci.core.baseline import BASELINES
-from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import EXIT_RUNTIME, InputError
 from skillopt_ci.core.paths import display_path
 
@@ -65,17 +65,14 @@ def _finish_gate(report: Any, out: Path, as_json: bool, as_markdown: bool = Fals
 @click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task and side.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir, named by the "
               "content of both skills and the suite; re-running resumes).")
-@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
+@options.fresh
 @click.option("--shard", help="Compare on one stable slice of the tasks, i/n.")
-@click.option("--model", help="Target model as provider:model, overriding skillopt.yml.")
-@click.option("--base-url", help="Base URL for --model.")
-@click.option("--cache", "cache_mode", type=click.Choice(CACHE_MODES))
+@options.model
+@options.base_url("Base URL for --model.")
+@options.cache_mode()
 @click.option("--baseline", type=click.Choice(BASELINES), help=BASELINE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
-@click.option("--quiet", is_flag=True, help="No progress output.")
-@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
-@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
-@click.option("--wait", is_flag=True, help="If another process is writing to the run directory, wait for it instead of failing.")
+@options.run_guards
 @click.pass_obj
 def compare(state: State, base_skill: Path, head_skill: Path, suite: Path, split: str | None, repeats: int | None,
             out: Path | None, fresh: bool, shard: str | None, model: str | None, base_url: str | None,
@@ -110,16 +107,13 @@ def _with_gate(config: Any, split: str | None, repeats: int | None) -> Any:
 @click.option("--repeats", type=click.IntRange(1, 100), help="Rollouts per task and side.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir, named by the "
               "commits or working-tree content compared; re-running resumes).")
-@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
+@options.fresh
 @click.option("--shard", help="Evaluate one stable slice of the tasks, i/n (merge the slices with merge).")
-@click.option("--cache", "cache_mode", type=click.Choice(CACHE_MODES))
+@options.cache_mode()
 @click.option("--baseline", type=click.Choice(BASELINES), help=BASELINE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print gate.json instead of the table.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print report.md (e.g. >> $GITHUB_STEP_SUMMARY).")
-@click.option("--quiet", is_flag=True, help="No progress output.")
-@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
-@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
-@click.option("--wait", is_flag=True, help="If another process is writing to the run directory, wait for it instead of failing.")
+@options.run_guards
 @click.pass_obj
 def gate(state: State, base_ref: str | None, head_ref: str | None, skills: tuple[str, ...], split: str | None,
          repeats: int | None, out: Path | None, fresh: bool, shard: str | None, cache_mode: str | None,

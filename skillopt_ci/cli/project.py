@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from skillopt_ci.cli import options
 from skillopt_ci.cli.common import State, config_path
 from skillopt_ci.core.errors import EXIT_INPUT, InputError
 from skillopt_ci.core.paths import display_path
@@ -29,7 +30,7 @@ def init(directory: Path) -> None:
 
 
 @click.command()
-@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
+@options.strict
 @click.pass_obj
 def validate(state: State, strict: bool) -> None:
     """Check the config, every suite and every skill; list all problems (and warnings) at once."""

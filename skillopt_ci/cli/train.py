@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
+from skillopt_ci.cli import options
 from skillopt_ci.cli.common import State, check_out, load_project_config
 from skillopt_ci.core.baseline import BASELINES
-from skillopt_ci.core.cache_modes import CACHE_MODES
 from skillopt_ci.core.errors import EXIT_OK
 from skillopt_ci.core.paths import display_path
 
@@ -18,20 +18,17 @@ from skillopt_ci.core.paths import display_path
 @click.command()
 @click.option("--skill", "skill", required=True, help="The configured skill to train.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory (default: under runs_dir; re-running resumes).")
-@click.option("--fresh", is_flag=True, help="Discard an existing run in the output directory and start over.")
+@options.fresh
 @click.option("--epochs", type=click.IntRange(1, 100), help="Passes over the train split (default: train.epochs).")
 @click.option("--batch-size", type=click.IntRange(1, 10_000), help="Train tasks per step (default: train.batch_size).")
 @click.option("--budget-tokens", type=click.IntRange(0), help="Stop after this many tokens (all models).")
 @click.option("--budget-dollars", type=click.FloatRange(0), help="Stop after this many dollars.")
 @click.option("--budget-seconds", type=click.FloatRange(0), help="Stop after this much wall time.")
-@click.option("--cache", "cache_mode", type=click.Choice(CACHE_MODES))
+@options.cache_mode()
 @click.option("--baseline", type=click.Choice(BASELINES), help="Also evaluate val and test with no skill and show "
               "what the trained skill adds (--baseline none).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json.")
-@click.option("--quiet", is_flag=True, help="No progress output.")
-@click.option("--strict", is_flag=True, help="Treat warnings (soft Agent Skills deviations, oversized inputs) as errors.")
-@click.option("--yes", "assume_yes", is_flag=True, help="Run even when the estimated cost exceeds the budget left.")
-@click.option("--wait", is_flag=True, help="If another process is writing to the run directory, wait for it instead of failing.")
+@options.run_guards
 @click.pass_obj
 def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int | None, batch_size: int | None,
           budget_tokens: int | None, budget_dollars: float | None, budget_seconds: float | None,
