@@ -95,7 +95,9 @@ def test_prompt_placeholder_missing_in_task(project):
 def test_unknown_scorer(project):
     edit(project / SUITE / "suite.yaml", "type: python", "type: bleu")
     err = eval_fails(project)
-    assert "suite.yaml" in err and "scorer.type: 'bleu' is not one of" in err
+    line = next(i for i, text in enumerate((project / SUITE / "suite.yaml").read_text().splitlines(), 1)
+                if "type: bleu" in text)
+    assert f"suite.yaml:{line}: scorer: unknown scorer 'bleu'; known: exact, contains" in err
 
 
 def test_scorer_option_error(project):
@@ -162,7 +164,7 @@ def test_validate_lists_every_problem_at_once(project):
     edit(project / "skills/ticket-triage/SKILL.md", "name: ticket-triage", "name: -bad-")
     res = run_cli("validate", cwd=project)
     assert res.code == 2
-    assert "SKILL.md:1" in res.err and "scorer.type" in res.err
+    assert "SKILL.md:1" in res.err and "scorer: unknown scorer 'bleu'" in res.err
     assert "3 problem(s) found" in res.err
 
 

@@ -13,7 +13,15 @@ from skillopt_ci.core.errors import InputError, ScorerCrash, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import fence
 from skillopt_ci.models.base import Completion, Message, Usage
-from skillopt_ci.scorers import SCORER_NAMES, SCORERS, Score, Scorer, build_scorer, scorer_options
+from skillopt_ci.scorers import (
+    BUILTIN,
+    SCORER_NAMES,
+    SCORERS,
+    Score,
+    Scorer,
+    build_scorer,
+    scorer_options,
+)
 from skillopt_ci.scorers.judge import parse_verdict
 from skillopt_ci.scorers.match import anls, extract_choice, f1, levenshtein
 from skillopt_ci.scorers.normalize import find_numbers, normalize_text, parse_number, tokens
@@ -767,9 +775,31 @@ def test_registry_names():
     }
 
 
+def test_the_schema_names_every_built_in_scorer():
+    from skillopt_ci.inputs.yamlfile import load_schema
+
+    text = load_schema("suite.schema.json")["properties"]["scorer"]["properties"]["type"]["description"]
+    listed = text.split("(", 1)[1].split(")", 1)[0].split(", ")
+    assert listed == list(SCORER_NAMES)
+
+
+def test_scorer_modules_are_imported_only_when_used():
+    import ast
+    import subprocess
+    import sys
+
+    code = ("import sys; from skillopt_ci.scorers import build_scorer; build_scorer('exact', '.'); "
+            "print(sorted(m for m in sys.modules if m.startswith(('skillopt_ci.scorers.', 'skillopt_ci.sandbox'))))")
+    loaded = ast.literal_eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert "skillopt_ci.scorers.text" in loaded
+    others = {f"skillopt_ci.{path.split(':')[0].split('skillopt_ci.')[1]}" for path in BUILTIN.values()} - {
+        "skillopt_ci.scorers.text"}
+    assert not others & set(loaded) and not [m for m in loaded if m.startswith("skillopt_ci.sandbox")]
+
+
 def test_unknown_type_lists_known_names():
     with pytest.raises(
-        InputError, match='unknown scorer type "fuzzy"; known types: exact, contains'
+        InputError, match="unknown scorer 'fuzzy'; known: exact, contains"
     ):
         build_scorer({"type": "fuzzy"}, ".")
     with pytest.raises(InputError, match="scorer has no type"):

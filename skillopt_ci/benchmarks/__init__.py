@@ -3,15 +3,16 @@ suites, split by the published manifests (:mod:`manifest`), and ``bench run``.
 
 Every benchmark module defines ``NAME``, ``TITLE``, ``EXTRAS`` (the optional readers it imports),
 ``DATA_HELP`` (one line: where the data comes from and what ``--from`` names) and
-``read(source, manifest) -> SuiteDraft``. Modules are imported only when their benchmark is used.
+``read(source, manifest) -> SuiteDraft``. Modules are imported only when their benchmark is used;
+a plug-in adds a benchmark module through the ``skillopt_ci.benchmarks`` entry-point group
+(:mod:`skillopt_ci.core.registry`).
 """
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.registry import Registry
 
 BENCHMARKS: dict[str, str] = {
     "searchqa": "skillopt_ci.benchmarks.searchqa",
@@ -23,12 +24,15 @@ BENCHMARKS: dict[str, str] = {
 }
 
 
+REGISTRY = Registry("benchmark", "skillopt_ci.benchmarks", BENCHMARKS,
+                    lambda found: None if isinstance(found, ModuleType) else "is not a module")
+
+
 def benchmark_names() -> list[str]:
-    return list(BENCHMARKS)
+    return REGISTRY.names()
 
 
 def benchmark_module(name: str) -> ModuleType:
-    """The importer module of benchmark ``name``; an unknown name is an InputError listing the six."""
-    if name not in BENCHMARKS:
-        raise InputError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
-    return importlib.import_module(BENCHMARKS[name])
+    """The importer module of benchmark ``name``; an unknown name is an InputError listing the known."""
+    module: ModuleType = REGISTRY.load(name)
+    return module

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TextIO
 
-from skillopt_ci.benchmarks import BENCHMARKS, benchmark_module
+from skillopt_ci.benchmarks import REGISTRY, benchmark_module
 from skillopt_ci.core.errors import EXIT_INPUT, EXIT_OK, EXIT_RUNTIME, InputError, RuntimeFailure
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.paths import display_path
@@ -113,17 +113,17 @@ def find_suites(suites_dir: Path) -> list[FoundSuite]:
 
 def select_suites(request: BenchRequest) -> list[FoundSuite]:
     """The suites to run, in the registry's order of benchmarks (or the order asked for)."""
-    unknown = [n for n in request.benchmarks if n not in BENCHMARKS]
+    unknown = [n for n in request.benchmarks if n not in REGISTRY]
     if unknown:
-        raise InputError(f"unknown benchmark {unknown[0]!r} in --benchmarks; known: {', '.join(BENCHMARKS)}")
+        raise InputError(f"unknown benchmark {unknown[0]!r} in --benchmarks; known: {', '.join(REGISTRY.names())}")
     found = find_suites(request.suites_dir)
     shown = display_path(request.suites_dir)
     if not request.benchmarks:
         if not found:
             raise InputError(f"no imported benchmark suite under {shown} (a suite.yaml with benchmark: metadata)",
-                             hint=IMPORT_HINT.format(name="NAME") + f" (NAME: {', '.join(BENCHMARKS)}), "
+                             hint=IMPORT_HINT.format(name="NAME") + f" (NAME: {', '.join(REGISTRY.names())}), "
                              "or point --suites-dir at the folder you imported into")
-        order = list(BENCHMARKS)
+        order = REGISTRY.names()
         return sorted(found, key=lambda f: (order.index(f.benchmark) if f.benchmark in order else len(order),
                                             f.benchmark, f.path.name))
     selected = []

@@ -33,7 +33,7 @@ from skillopt_ci.envs.chat import chat_messages
 from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.inputs.config import Budgets, Config, ModelSpec
 from skillopt_ci.inputs.preflight import estimate_plan, max_output, plan_warnings
-from skillopt_ci.inputs.suite import Suite, load_suite
+from skillopt_ci.inputs.suite import Suite, load_suite, scorer_where
 from skillopt_ci.models.base import Backend
 from skillopt_ci.models.batch import BatchRouter, batch_problem
 from skillopt_ci.models.cache import ResponseCache, cache_key
@@ -155,7 +155,7 @@ class EvalSession:
 
     def scorer(self, suite: Suite) -> Scorer:
         if suite.path not in self._scorers:
-            self._scorers[suite.path] = build_scorer(dict(suite.scorer), suite.path)
+            self._scorers[suite.path] = build_scorer(dict(suite.scorer), suite.path, where=f"{scorer_where(suite)}: scorer")
         return self._scorers[suite.path]
 
     def environment(self, suite: Suite) -> BaseEnvironment:

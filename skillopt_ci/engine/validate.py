@@ -78,7 +78,8 @@ def suite_problems(path: Path, shown: str, config: Config | None) -> list[Proble
     try:
         build_scorer(dict(suite.scorer), suite.path)
     except InputError as exc:
-        problems.append(Problem(exc.where or f"{shown}/suite.yaml", exc.message, "scorer"))
+        problems.append(Problem(exc.where or f"{shown}/suite.yaml", exc.message, "scorer",
+                                None if exc.where else suite.scorer_line))
     try:
         from skillopt_ci.envs.registry import build_environment
 

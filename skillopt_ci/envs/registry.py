@@ -9,13 +9,12 @@ modules are imported only when their environment is used.
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from skillopt_ci.core.errors import InputError, RuntimeFailure
+from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.options import parse_options
+from skillopt_ci.core.registry import Registry, subclass_of
 from skillopt_ci.envs.base import BaseEnvironment
 
 ENTRY_POINT_GROUP = "skillopt_ci.environments"
@@ -29,33 +28,17 @@ BUILTIN: dict[str, str] = {
 }
 
 
+ENVIRONMENTS = Registry("environment", ENTRY_POINT_GROUP, BUILTIN, subclass_of(BaseEnvironment))
+
+
 def environment_names() -> list[str]:
     """Every environment this installation knows: built-ins first, then plug-ins."""
-    plugins = sorted(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTIN)
-    return [*BUILTIN, *plugins]
+    return ENVIRONMENTS.names()
 
 
 def environment_class(name: str, where: str | None = None) -> type[BaseEnvironment]:
     """The class of environment ``name``; ``InputError`` naming the known ones when there is none."""
-    if name in BUILTIN:
-        module, _, attr = BUILTIN[name].partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except ImportError as exc:  # a broken or partial installation, not the suite's fault
-            raise RuntimeFailure(f"the built-in environment {name!r} could not be imported: {exc}", where=where,
-                                 hint="reinstall skillopt-ci (pip install --force-reinstall skillopt-ci)") from None
-    else:
-        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
-        if not found:
-            raise InputError(f"unknown environment {name!r}; known: {', '.join(environment_names())}", where=where,
-                             hint=f"install the package that provides it (entry-point group {ENTRY_POINT_GROUP})")
-        try:
-            cls = found[0].load()
-        except Exception as exc:  # a plug-in that fails to import is the plug-in's bug; say whose
-            raise InputError(f"environment {name!r} ({found[0].value}) failed to load: {type(exc).__name__}: {exc}",
-                             where=where) from None
-    if not (isinstance(cls, type) and issubclass(cls, BaseEnvironment)):
-        raise InputError(f"environment {name!r} is not a skillopt_ci.envs.base.BaseEnvironment subclass", where=where)
+    cls: type[BaseEnvironment] = ENVIRONMENTS.load(name, where)
     return cls
 
 

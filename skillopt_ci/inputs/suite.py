@@ -46,6 +46,7 @@ class Suite:
     description: str = ""
     split_files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     assets: AssetIndex = field(default_factory=AssetIndex)
+    scorer_line: int | None = None  # the line of suite.yaml's scorer type (for errors about it)
 
     def tasks(self, split: str) -> tuple[Task, ...]:
         if split not in self.splits:
@@ -79,6 +80,12 @@ def load_suite(path: Path, display: str | None = None) -> Suite:
         raise problems[0].to_error(hint=f"fix the suite{more}" if more else None)
     assert suite is not None
     return suite
+
+
+def scorer_where(suite: Suite) -> str:
+    """Where a suite's scorer is declared, for its errors: ``<suite>/suite.yaml:<line>``."""
+    line = f":{suite.scorer_line}" if suite.scorer_line else ""
+    return f"{suite.display}/suite.yaml{line}"
 
 
 def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, list[Problem]]:
@@ -122,6 +129,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
         description=data.get("description", ""),
         split_files=MappingProxyType({k: f"{shown}/{v.name}" for k, v in files.items()}),
         assets=assets,
+        scorer_line=doc.line_of(("scorer", "type")),
     )
     return suite, problems
 

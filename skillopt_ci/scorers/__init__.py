@@ -1,4 +1,5 @@
-"""Scorers by name: ``build_scorer({"type": "exact", ...options}, suite_dir)``.
+"""Scorers by name: ``build_scorer({"type": "exact", ...options}, suite_dir)``, the built-ins and
+plug-ins from the ``skillopt_ci.scorers`` entry-point group (:mod:`skillopt_ci.core.registry`).
 
 Each scorer declares its options as a frozen dataclass (``Scorer.Options``); unknown keys and
 wrong value types are ``InputError``\\s naming the option and the allowed ones.
@@ -12,48 +13,40 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.options import options_to_dict, parse_options
+from skillopt_ci.core.registry import Registry, subclass_of
 from skillopt_ci.scorers.base import Score, Scorer
-from skillopt_ci.scorers.benchmarks_text import DocVQAScorer, LiveMathScorer, SearchQAScorer
-from skillopt_ci.scorers.json_scorer import JsonScorer
-from skillopt_ci.scorers.judge import Judge
-from skillopt_ci.scorers.numeric import Numeric
-from skillopt_ci.scorers.officeqa import OfficeQAScorer
-from skillopt_ci.scorers.python_scorer import PythonScorer
-from skillopt_ci.scorers.reward import RewardScorer
-from skillopt_ci.scorers.spreadsheet import SpreadsheetScorer
-from skillopt_ci.scorers.text import Anls, Choice, Contains, Exact, Regex, TokenF1
-from skillopt_ci.scorers.verify import VerifyScorer
 
-SCORERS: dict[str, type[Scorer]] = {
-    cls.name: cls
-    for cls in (
-        Exact,
-        Contains,
-        Regex,
-        TokenF1,
-        Anls,
-        Choice,
-        Numeric,
-        JsonScorer,
-        PythonScorer,
-        Judge,
-        RewardScorer,
-        VerifyScorer,
-        OfficeQAScorer,
-        SearchQAScorer,
-        LiveMathScorer,
-        DocVQAScorer,
-        SpreadsheetScorer,
-    )
+ENTRY_POINT_GROUP = "skillopt_ci.scorers"
+# The built-ins, imported only when a suite uses them; a plug-in registers a Scorer subclass in
+# the entry-point group (its ``name`` is the entry point's name).
+BUILTIN: dict[str, str] = {
+    "exact": "skillopt_ci.scorers.text:Exact",
+    "contains": "skillopt_ci.scorers.text:Contains",
+    "regex": "skillopt_ci.scorers.text:Regex",
+    "token_f1": "skillopt_ci.scorers.text:TokenF1",
+    "anls": "skillopt_ci.scorers.text:Anls",
+    "choice": "skillopt_ci.scorers.text:Choice",
+    "numeric": "skillopt_ci.scorers.numeric:Numeric",
+    "json": "skillopt_ci.scorers.json_scorer:JsonScorer",
+    "python": "skillopt_ci.scorers.python_scorer:PythonScorer",
+    "llm_judge": "skillopt_ci.scorers.judge:Judge",
+    "reward": "skillopt_ci.scorers.reward:RewardScorer",
+    "verify": "skillopt_ci.scorers.verify:VerifyScorer",
+    "officeqa": "skillopt_ci.scorers.officeqa:OfficeQAScorer",
+    "searchqa": "skillopt_ci.scorers.benchmarks_text:SearchQAScorer",
+    "livemath": "skillopt_ci.scorers.benchmarks_text:LiveMathScorer",
+    "docvqa": "skillopt_ci.scorers.benchmarks_text:DocVQAScorer",
+    "spreadsheet": "skillopt_ci.scorers.spreadsheet:SpreadsheetScorer",
 }
-SCORER_NAMES: tuple[str, ...] = tuple(SCORERS)
+SCORERS = Registry("scorer", ENTRY_POINT_GROUP, BUILTIN, subclass_of(Scorer))
+SCORER_NAMES: tuple[str, ...] = tuple(BUILTIN)
 
 
 def scorer_options(name: str) -> dict[str, Any]:
     """The option names of scorer ``name`` with their defaults (a required option maps to ...)."""
     return {
         f.name: f.default if f.default is not dataclasses.MISSING else ...
-        for f in dataclasses.fields(SCORERS[name].Options)
+        for f in dataclasses.fields(SCORERS.load(name).Options)
     }
 
 
@@ -75,14 +68,14 @@ def build_scorer(
         )
     options = dict(spec)
     kind = options.pop("type", None)
-    if kind not in SCORERS:
-        what = f'unknown scorer type "{kind}"' if kind is not None else "scorer has no type"
-        raise InputError(f"{what}; known types: {', '.join(SCORER_NAMES)}", where=where)
-    cls = SCORERS[kind]
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"scorer has no type; known: {', '.join(SCORERS.names())}", where=where)
+    cls = SCORERS.load(kind, where)
     return cls(parse_options(cls.Options, options, kind, where=where), Path(suite_dir))
 
 
 __all__ = [
+    "BUILTIN",
     "SCORERS",
     "SCORER_NAMES",
     "Score",
