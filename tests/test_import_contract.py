@@ -1,13 +1,15 @@
 """The import contract (``[tool.importlinter]`` in pyproject.toml) sees every package of
 skillopt_ci, the unmodified tree keeps it, and an upward (or otherwise forbidden) import planted
-in a module of each package breaks it, naming the import. The environments' plug-in API
-(``skillopt_ci.envs``) loads its names on first use.
+in a module of each package breaks it, naming the import. No module imports itself through
+others (no import circle). The environments' plug-in API (``skillopt_ci.envs``) loads its names on
+first use.
 
 See docs/architecture.md for the layers and the rules.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -220,3 +222,98 @@ def test_the_plugin_api_loads_its_names_on_first_use():
         assert getattr(envs, name) is getattr(sys.modules[envs._HOMES[name]], name), name
     with pytest.raises(AttributeError, match="no attribute 'Environmnet'"):
         _ = envs.Environmnet
+
+
+def package_modules(root: Path) -> dict[str, Path]:
+    """Every module of the package under ``root`` by dotted name (a package by its ``__init__``);
+    files in folders without ``__init__.py`` (package data) are not modules."""
+    modules = {}
+    for path in sorted((root / "skillopt_ci").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if "__pycache__" in parts or not all((root.joinpath(*parts[:i]) / "__init__.py").exists()
+                                             for i in range(1, len(parts))):
+            continue
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module → the modules of the package it imports. Every import statement counts, wherever it
+    is: at module level, inside a function, or under ``if TYPE_CHECKING``. ``from a import b``
+    points at the module ``a.b`` when there is one, else at ``a``; ``import a.b.c`` at ``a.b.c``
+    (the parent packages it also runs are not counted as edges)."""
+    modules = package_modules(root)
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                edges |= {known(alias.name) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
+                    base = f"{anchor}.{base}" if base else anchor
+                edges |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else known(base)
+                          for alias in node.names}
+        graph[name] = {edge for edge in edges if edge and edge != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_module_imports_itself_through_others():
+    graph = import_graph(REPO)
+    assert len(graph) > 200 and "skillopt_ci.envs.chat" in graph  # the whole package, envs included
+    assert import_circles(graph) == []
+
+
+@pytest.mark.parametrize(("module", "line", "circle"), [
+    ("models/endpoint.py", "import skillopt_ci.models.registry",
+     ["skillopt_ci.models.endpoint", "skillopt_ci.models.registry"]),
+    ("github/context.py", "def _planted(): from skillopt_ci.github.action import run_action",
+     ["skillopt_ci.github.action", "skillopt_ci.github.context"]),
+    ("models/batch_protocol.py", "def _planted(): from . import batch",
+     ["skillopt_ci.models.batch", "skillopt_ci.models.batch_protocol"]),
+], ids=["module-level", "function-level", "relative"])
+def test_a_planted_circle_is_found(tree, module, line, circle):
+    with planted(tree, module, line):
+        found = import_circles(import_graph(tree))
+    assert len(found) == 1 and set(circle) <= set(found[0]), found  # the planted edge closes one circle
