@@ -171,12 +171,17 @@ def _find(text: str, wanted: tuple[str, ...], singly: bool) -> list[Span]:
     return _merge(spans)
 
 
-def _spans_in(text: str, chain: Sequence[Lens], hits: Sequence[str]) -> list[Span]:
-    """The original spans of every occurrence of ``hits`` in the view ``chain`` gives."""
+def _mapped_view(text: str, chain: Sequence[Lens]) -> tuple[str, list[int], list[int]]:
+    """:func:`_view` with, for each character of the view, the span of ``text`` it comes from."""
     view, starts, ends = text, list(range(len(text))), list(range(1, len(text) + 1))
     for _, pattern, decode, _whole in chain:
         view, starts, ends = _mapped(view, starts, ends, pattern, decode)
-    view, starts, ends = _mapped_join(view, starts, ends)
+    return _mapped_join(view, starts, ends)
+
+
+def _spans_in(text: str, chain: Sequence[Lens], hits: Sequence[str]) -> list[Span]:
+    """The original spans of every occurrence of ``hits`` in the view ``chain`` gives."""
+    view, starts, ends = _mapped_view(text, chain)
     found = []
     for needle in hits:
         at = view.find(needle)
@@ -226,6 +231,54 @@ def _mapped_join(text: str, starts: list[int], ends: list[int]) -> tuple[str, li
         new_ends += ends[begin:begin + len(kept)]
         pos += len(line)
     return "".join(out), new_starts, new_ends
+
+
+def open_tail(text: str, wanted: Iterable[str], *, singly: bool = True, reach: int = OVERLAP) -> int:
+    """Where the end of ``text`` may be the beginning of one of ``wanted``, in some view of it:
+    the start of the longest proper prefix of a needle that a view ends with (line breaks and
+    blanks after it included, a wrapped key goes on on the next line), or of an escape that is
+    not finished yet (``\\u00``, ``%c3``, ``&#1``). ``len(text)`` when nothing is open. Only the
+    last ``reach`` characters are read: no needle in any encoding is longer."""
+    start = max(0, len(text) - reach)
+    region = text[start:]
+    body = region[:_unfinished_at(region)]
+    found = len(body)
+    wanted = tuple(wanted)
+    for chain in _chains(body, singly):
+        cheap = _view(body, chain).rstrip(" \t")  # the mapped view's end, without the map
+        if all(_open_at(cheap, n) is None for n in wanted):
+            continue
+        view, starts, _ = _mapped_view(body, chain)
+        at = min((i for i in (_open_at(view, n) for n in wanted) if i is not None), default=None)
+        if at is not None:
+            found = min(found, starts[at])
+    return start + found
+
+
+# An escape a later write may finish (generous: holding a finished one back only delays it).
+_UNFINISHED = re.compile(r"\\(?:[ux][0-9a-fA-F]{0,3})?|(?:%[0-9a-fA-F]{0,2})+|&#?[xX]?[0-9A-Za-z]{0,31}")
+
+
+def _unfinished_at(text: str) -> int:
+    """Where an escape that the next characters may finish starts at the end of ``text``."""
+    tail = max(0, len(text) - 40)
+    marks = [at for at in (text.rfind(m, tail) for m in "\\%&") if at >= 0]
+    for at in sorted(marks):
+        if _UNFINISHED.fullmatch(text, at):
+            return at
+    return len(text)
+
+
+def _open_at(view: str, needle: str) -> int | None:
+    """The earliest index from which ``view``'s end is a proper prefix of ``needle``."""
+    if not needle:
+        return None
+    first, at = needle[0], view.find(needle[0], max(0, len(view) - len(needle) + 1))
+    while at >= 0:
+        if needle.startswith(view[at:]):
+            return at
+        at = view.find(first, at + 1)
+    return None
 
 
 def _merge(spans: list[Span]) -> list[Span]:
