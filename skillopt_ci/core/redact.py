@@ -123,8 +123,10 @@ class SecretRegistry:
         if wanted:
             end = min(end, open_tail(text, wanted, singly=self._singly, reach=self._reach))
             end = _before_spans(end, find_spans(text, wanted, singly=self._singly))
-        for _, _, shape in _SHAPES:
-            end = _before_spans(end, [m.span() for m in shape.finditer(text, max(0, end - 4096))])
+        lowered = text.lower()
+        for needles_, anycase, shape in _SHAPES:
+            if any(n in (lowered if anycase else text) for n in needles_):
+                end = _before_spans(end, [m.span() for m in shape.finditer(text, max(0, end - 4096))])
         return end
 
     def redact(self, text: str) -> str:

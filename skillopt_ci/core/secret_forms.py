@@ -243,13 +243,13 @@ def open_tail(text: str, wanted: Iterable[str], *, singly: bool = True, reach: i
     region = text[start:]
     body = region[:_unfinished_at(region)]
     found = len(body)
-    wanted = tuple(wanted)
+    index = _prefix_index(tuple(wanted))
     for chain in _chains(body, singly):
         cheap = _view(body, chain).rstrip(" \t")  # the mapped view's end, without the map
-        if all(_open_at(cheap, n) is None for n in wanted):
+        if _open_at(cheap, index) is None:
             continue
         view, starts, _ = _mapped_view(body, chain)
-        at = min((i for i in (_open_at(view, n) for n in wanted) if i is not None), default=None)
+        at = _open_at(view, index)
         if at is not None:
             found = min(found, starts[at])
     return start + found
@@ -263,22 +263,29 @@ def _unfinished_at(text: str) -> int:
     """Where an escape that the next characters may finish starts at the end of ``text``."""
     tail = max(0, len(text) - 40)
     marks = [at for at in (text.rfind(m, tail) for m in "\\%&") if at >= 0]
-    for at in sorted(marks):
+    for at in sorted(marks) if marks else ():
         if _UNFINISHED.fullmatch(text, at):
             return at
     return len(text)
 
 
-def _open_at(view: str, needle: str) -> int | None:
-    """The earliest index from which ``view``'s end is a proper prefix of ``needle``."""
-    if not needle:
-        return None
-    first, at = needle[0], view.find(needle[0], max(0, len(view) - len(needle) + 1))
-    while at >= 0:
-        if needle.startswith(view[at:]):
-            return at
-        at = view.find(first, at + 1)
+def _open_at(view: str, index: dict[str, tuple[str, ...]]) -> int | None:
+    """The earliest index from which ``view``'s end is a proper prefix of a needle."""
+    for prefix in index.get(view[-1], ()) if view else ():
+        if view.endswith(prefix):
+            return len(view) - len(prefix)
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _prefix_index(wanted: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Every proper prefix of every needle, by its last character, longest first: a view can
+    only end with a prefix whose last character is its own."""
+    found: dict[str, set[str]] = {}
+    for needle in wanted:
+        for k in range(1, len(needle)):
+            found.setdefault(needle[k - 1], set()).add(needle[:k])
+    return {char: tuple(sorted(prefixes, key=len, reverse=True)) for char, prefixes in found.items()}
 
 
 def _merge(spans: list[Span]) -> list[Span]:
