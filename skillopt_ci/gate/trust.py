@@ -3,10 +3,10 @@
 Contract:
 - Nothing of an untrusted head is ever checked out. It may contribute *data*: the configured
   skill documents, and the task files of suites that accept them, read from git objects.
-  Everything that selects or is code — the
-  configuration, every suite folder (definitions, tasks, scorers, tool functions, worlds,
-  ``verify`` commands), a skill's ``scripts/``, any other file — comes from the trusted tree: the
-  base commit the pull request targets, which is on the base repository's branch.
+  Everything that selects or is code — the configuration, every suite's definition, scorers,
+  tool functions, worlds and ``verify`` commands (and its tasks, unless it accepts fork tasks), a
+  skill's ``scripts/``, any other file — comes from the trusted tree: the base commit the pull
+  request targets, which is on the base repository's branch.
 - The decision is made from the difference between the head and its merge base with that base
   commit (``git diff --raw``: every path with its modes and blob), never from the pull request's
   file list, and against the trusted tree's configuration, never the head's.
