@@ -179,7 +179,7 @@ def test_deleting_a_task_file_is_task_data():
 
 # --- a fork's task that steers an agent stays in the sandbox ----------------------------------------
 
-CHECKOUT_TOKEN = "ghs_forkTaskCheckoutToken0123456789abcd"  # unregistered: only the sandbox stands between
+CHECKOUT_TOKEN = "forkTaskCheckoutToken0123456789abcd"  # unregistered and of no known shape
 
 
 def tools_suite(root: Path) -> dict:
@@ -229,5 +229,8 @@ def test_a_forks_task_that_steers_the_agent_to_the_token_reads_nothing(tmp_path,
     assert '"python"' in trajectory and "No such file or directory" in trajectory  # it ran; no checkout in view
     written = "".join(p.read_text(errors="replace") for p in (pr.root / ".skillopt").rglob("*") if p.is_file()
                       and p.suffix in (".jsonl", ".json", ".md", ".html"))
-    assert CHECKOUT_TOKEN not in written + res.out + res.err + json.dumps(pr.comments()) + pr.summary
+    everything = written + res.out + res.err + json.dumps(pr.comments()) + pr.summary
+    # Not the token, and not the file around it either: the redactor masks an echoed header's
+    # value, so only the file's other text shows that the sandbox, not redaction, kept it out.
+    assert CHECKOUT_TOKEN not in everything and "extraheader" not in everything
     assert "eval_suites/csv-sum/val.jsonl" in pr.sticky()[0]["body"]

@@ -15,7 +15,8 @@ Contract:
   (``clip``, the markdown escapers, the viewer) redacts *before* it escapes or cuts, so no
   escape splits a key and no cut keeps a prefix of one. At the sinks: the run-directory writers
   (:mod:`skillopt_ci.engine.rundir`), the runner's files (outputs, job summary), the console
-  streams (:class:`SafeStream`, installed by the CLI entry point) and everything sent to GitHub
+  streams (:class:`SafeStream`, installed by the CLI entry point; a key split over two writes is
+  masked too, :meth:`SecretRegistry.final_upto`) and everything sent to GitHub
   (:func:`redact_args` on the publisher's methods).
 - :func:`defuse_commands` makes sure no printed line is a workflow command: a line whose first
   non-blank characters are ``::`` gets a zero-width space in front (the runner trims only
