@@ -7,6 +7,8 @@ Registers ``--secrets`` key-shaped values, then times :func:`skillopt_ci.core.re
 bundled triage suite writes them) and a tools result whose trajectory holds a dozen steps with
 newlines, quotes, a URL with percent-escapes and an ``&`` (about 4 KB). None of them holds a
 secret (the common case); a last figure is for lines that each hold one, base64-encoded.
+Then the console: :class:`~skillopt_ci.core.redact.SafeStream` writing 80-character log lines,
+whole and in two pieces (it holds back the end of a write while it may begin a key).
 Prints lines per second for each kind.
 """
 
@@ -14,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
 import random
 import time
 
-from skillopt_ci.core.redact import SECRETS, redact
+from skillopt_ci.core.redact import SECRETS, SafeStream, redact
 
 
 def chat_line(rng: random.Random, i: int) -> str:
@@ -57,6 +60,18 @@ def rate(lines: list[str]) -> float:
     return len(lines) / (time.perf_counter() - start)
 
 
+def stream_rate(lines: list[str], pieces: int) -> float:
+    stream = SafeStream(io.StringIO())
+    start = time.perf_counter()
+    for line in lines:
+        step = -(-len(line) // pieces)
+        for at in range(0, len(line), step):
+            stream.write(line[at:at + step])
+            stream.flush()
+    stream.close()
+    return len(lines) / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--secrets", type=int, default=3)
@@ -75,6 +90,10 @@ def main() -> None:
     print(f"chat result lines   ({len(chat[0])} chars):  {rate(chat):>9,.0f} lines/s")
     print(f"tools result lines  ({len(tools[0])} chars): {rate(tools):>9,.0f} lines/s")
     print(f"chat lines holding a base64 key:    {rate(leaky):>9,.0f} lines/s")
+    log = [f"ticket-triage: {i}/{args.lines} ({i * 100 // args.lines}%) {i // 10}s elapsed, ~{i % 60}s left\n"
+           for i in range(args.lines)]
+    print(f"console lines ({len(log[0])} chars), one write each:  {stream_rate(log, 1):>9,.0f} lines/s")
+    print(f"console lines, two writes each:          {stream_rate(log, 2):>9,.0f} lines/s")
 
 
 if __name__ == "__main__":

@@ -68,10 +68,13 @@ def main(argv: list[str] | None = None) -> None:
     set_command(["skillopt-ci", *(sys.argv[1:] if argv is None else argv)])
     SECRETS.add_env(os.environ)
     raw_out, raw_err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = SafeStream(raw_out), SafeStream(raw_err)
+    safe_out, safe_err = SafeStream(raw_out), SafeStream(raw_err)
+    sys.stdout, sys.stderr = safe_out, safe_err
     try:
         _run(argv)
-    finally:
+    finally:  # what a stream held back (a possible start of a key) is written, redacted, now
+        safe_out.release()
+        safe_err.release()
         sys.stdout, sys.stderr = raw_out, raw_err
 
 

@@ -15,7 +15,8 @@ Contract:
   (``clip``, the markdown escapers, the viewer) redacts *before* it escapes or cuts, so no
   escape splits a key and no cut keeps a prefix of one. At the sinks: the run-directory writers
   (:mod:`skillopt_ci.engine.rundir`), the runner's files (outputs, job summary), the console
-  streams (:class:`SafeStream`, installed by the CLI entry point) and everything sent to GitHub
+  streams (:class:`SafeStream`, installed by the CLI entry point; a key split over two writes is
+  masked too, :meth:`SecretRegistry.final_upto`) and everything sent to GitHub
   (:func:`redact_args` on the publisher's methods).
 - :func:`defuse_commands` makes sure no printed line is a workflow command: a line whose first
   non-blank characters are ``::`` gets a zero-width space in front (the runner trims only
@@ -35,7 +36,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from skillopt_ci.core.secret_forms import find_spans, mask_spans, needles, needs_single_lenses
+from skillopt_ci.core.secret_forms import (
+    find_spans,
+    mask_spans,
+    needles,
+    needs_single_lenses,
+    open_tail,
+)
 
 MIN_SECRET_LENGTH = 8
 MASK = "***"
@@ -72,6 +79,7 @@ class SecretRegistry:
         self._values: set[str] = set()
         self._needles: tuple[str, ...] = ()
         self._singly = False
+        self._reach = 0
 
     def __bool__(self) -> bool:
         """Whether any value is registered (an empty registry lets callers skip the work)."""
@@ -88,6 +96,8 @@ class SecretRegistry:
             # Longest first: a secret inside a longer one must not leave the rest of the longer.
             self._needles = tuple(sorted(set(self._needles) | set(needles(value)), key=len, reverse=True))
             self._singly = needs_single_lenses(self._needles)
+            # The longest spelling of a needle: every character as an HTML reference (``&#NNNNNNN;``).
+            self._reach = 10 * len(self._needles[0]) + 64
 
     def add_env(self, environ: Mapping[str, str]) -> None:
         """Register every variable that by its name holds a credential."""
@@ -104,6 +114,21 @@ class SecretRegistry:
         user, _, password = userinfo.partition(":")
         for value in (userinfo, password, unquote(password), user if password else ""):
             self.add(value)
+
+    def final_upto(self, text: str) -> int:
+        """How much of ``text`` can be redacted and written now when more text may follow it:
+        everything before the start of a possible secret at its end (a needle's beginning in some
+        view, a credential shape still open) and before any secret that runs across that point."""
+        end = _open_shape(text)
+        wanted = self._needles
+        if wanted:
+            end = min(end, open_tail(text, wanted, singly=self._singly, reach=self._reach))
+            end = _before_spans(end, find_spans(text, wanted, singly=self._singly))
+        lowered = text.lower()
+        for needles_, anycase, shape in _SHAPES:
+            if any(n in (lowered if anycase else text) for n in needles_):
+                end = _before_spans(end, [m.span() for m in shape.finditer(text, max(0, end - 4096))])
+        return end
 
     def redact(self, text: str) -> str:
         wanted = self._needles
@@ -122,6 +147,37 @@ class SecretRegistry:
             text = shape.sub(_mask_shape, text)
             lowered = None
         return text
+
+
+# The end of a text that a credential shape may go on from: a header's value, a token, or the
+# beginning of a token's prefix (``s``, ``gh``) that the next write may continue.
+_OPEN_HEADER = re.compile(
+    r"(?i)\b(?:(?:proxy-)?authorization|(?:x-)?api-key)[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|token|basic)\s+)?[^\s\"',;]*\Z")
+_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_TOKEN_STARTS = ("sk-", "ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_")
+
+
+def _open_shape(text: str) -> int:
+    end = len(text)
+    tail = text[-4096:].lower()
+    if "authorization" in tail or "api-key" in tail:
+        header = _OPEN_HEADER.search(text, max(0, end - 4096))
+        end = header.start() if header else end
+    start = len(text)
+    while start and text[start - 1] in _WORD:
+        start -= 1
+    word = text[start:]
+    if word and any(word.startswith(s) or s.startswith(word) for s in _TOKEN_STARTS):
+        end = min(end, start)
+    return end
+
+
+def _before_spans(end: int, spans: list[tuple[int, int]]) -> int:
+    """``end`` moved back before every span that runs across it."""
+    for start, stop in sorted(spans, reverse=True):
+        if start < end < stop:
+            end = start
+    return end
 
 
 def _mask_shape(match: re.Match[str]) -> str:
@@ -208,30 +264,61 @@ def ends_line(text: str) -> bool:
 class SafeStream(io.TextIOBase):
     """A text stream that redacts secrets and defuses workflow commands in what is written.
 
-    :meth:`command` writes a workflow command the tool means to issue (redacted, not defused)."""
+    A write is not redacted alone: a secret split over two writes (a key printed in pieces, a
+    wrapped key written line by line) must still be found. The stream holds back the end of
+    what was written while it may be the beginning of a secret (:meth:`SecretRegistry.final_upto`)
+    or of a workflow command (``::`` at a line start, ``##[``), and writes it once what follows
+    settles it, or at :meth:`release` (the CLI entry point releases on its way out) and
+    :meth:`close`. :meth:`flush` does not release it: ``click.echo`` and ``logging`` flush after
+    every write. :meth:`command` writes a workflow command the tool means to issue (redacted,
+    not defused), after everything written before it."""
 
     def __init__(self, raw: TextIO, *, defuse: bool = True):
         self.raw = raw
         self.defuse = defuse
         self._line_start = True
+        self._pending = ""
+        self._lock = threading.RLock()
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):  # click probes for binary streams with write(b"")
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if not text:
             return 0
-        safe = redact(text)
+        with self._lock:
+            self._pending += text
+            end = SECRETS.final_upto(self._pending)
+            if self.defuse:
+                end = _before_command(self._pending, end, self._line_start)
+            self._emit(end)
+        return len(text)
+
+    def _emit(self, end: int) -> None:
+        chunk, self._pending = self._pending[:end], self._pending[end:]
+        if not chunk:
+            return
+        safe = redact(chunk)
         if self.defuse:
             safe = defuse_commands(safe, line_start=self._line_start)
         self._line_start = ends_line(safe)
         self.raw.write(safe)
-        return len(text)
+
+    def release(self) -> None:
+        """Write what is held back: nothing more will follow it."""
+        with self._lock:
+            self._emit(len(self._pending))
 
     def command(self, line: str) -> None:
-        if not self._line_start:
-            self.raw.write("\n")
-        self.raw.write(redact(line))
-        self._line_start = ends_line(line)
+        with self._lock:
+            self._emit(len(self._pending))
+            if not self._line_start:
+                self.raw.write("\n")
+            self.raw.write(redact(line))
+            self._line_start = ends_line(line)
+
+    def close(self) -> None:
+        self.release()
+        super().close()
 
     def flush(self) -> None:
         self.raw.flush()
@@ -252,6 +339,19 @@ class SafeStream(io.TextIOBase):
     @property
     def errors(self) -> str | None:  # type: ignore[override]
         return getattr(self.raw, "errors", None)
+
+
+def _before_command(text: str, end: int, line_start: bool) -> int:
+    """``end`` moved back before what a later write may turn into a workflow command: blanks and
+    at most one ``:`` at a line start, or ``#``/``##`` (``##[`` anywhere)."""
+    if text.endswith("#", 0, end):
+        return end - (2 if text.endswith("##", 0, end) else 1)
+    start = end - 1 if text.endswith(":", 0, end) else end
+    while start and text[start - 1].isspace() and text[start - 1] not in _LINE_BREAKS:
+        start -= 1
+    if start == end or (start == 0 and not line_start) or (start and text[start - 1] not in _LINE_BREAKS):
+        return end
+    return start
 
 
 def write_command(stream: TextIO, line: str) -> None:

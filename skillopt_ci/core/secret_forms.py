@@ -171,12 +171,17 @@ def _find(text: str, wanted: tuple[str, ...], singly: bool) -> list[Span]:
     return _merge(spans)
 
 
-def _spans_in(text: str, chain: Sequence[Lens], hits: Sequence[str]) -> list[Span]:
-    """The original spans of every occurrence of ``hits`` in the view ``chain`` gives."""
+def _mapped_view(text: str, chain: Sequence[Lens]) -> tuple[str, list[int], list[int]]:
+    """:func:`_view` with, for each character of the view, the span of ``text`` it comes from."""
     view, starts, ends = text, list(range(len(text))), list(range(1, len(text) + 1))
     for _, pattern, decode, _whole in chain:
         view, starts, ends = _mapped(view, starts, ends, pattern, decode)
-    view, starts, ends = _mapped_join(view, starts, ends)
+    return _mapped_join(view, starts, ends)
+
+
+def _spans_in(text: str, chain: Sequence[Lens], hits: Sequence[str]) -> list[Span]:
+    """The original spans of every occurrence of ``hits`` in the view ``chain`` gives."""
+    view, starts, ends = _mapped_view(text, chain)
     found = []
     for needle in hits:
         at = view.find(needle)
@@ -226,6 +231,61 @@ def _mapped_join(text: str, starts: list[int], ends: list[int]) -> tuple[str, li
         new_ends += ends[begin:begin + len(kept)]
         pos += len(line)
     return "".join(out), new_starts, new_ends
+
+
+def open_tail(text: str, wanted: Iterable[str], *, singly: bool = True, reach: int = OVERLAP) -> int:
+    """Where the end of ``text`` may be the beginning of one of ``wanted``, in some view of it:
+    the start of the longest proper prefix of a needle that a view ends with (line breaks and
+    blanks after it included, a wrapped key goes on on the next line), or of an escape that is
+    not finished yet (``\\u00``, ``%c3``, ``&#1``). ``len(text)`` when nothing is open. Only the
+    last ``reach`` characters are read: no needle in any encoding is longer."""
+    start = max(0, len(text) - reach)
+    region = text[start:]
+    body = region[:_unfinished_at(region)]
+    found = len(body)
+    index = _prefix_index(tuple(wanted))
+    for chain in _chains(body, singly):
+        cheap = _view(body, chain).rstrip(" \t")  # the mapped view's end, without the map
+        if _open_at(cheap, index) is None:
+            continue
+        view, starts, _ = _mapped_view(body, chain)
+        at = _open_at(view, index)
+        if at is not None:
+            found = min(found, starts[at])
+    return start + found
+
+
+# An escape a later write may finish (generous: holding a finished one back only delays it).
+_UNFINISHED = re.compile(r"\\(?:[ux][0-9a-fA-F]{0,3})?|(?:%[0-9a-fA-F]{0,2})+|&#?[xX]?[0-9A-Za-z]{0,31}")
+
+
+def _unfinished_at(text: str) -> int:
+    """Where an escape that the next characters may finish starts at the end of ``text``."""
+    tail = max(0, len(text) - 40)
+    marks = [at for at in (text.rfind(m, tail) for m in "\\%&") if at >= 0]
+    for at in sorted(marks) if marks else ():
+        if _UNFINISHED.fullmatch(text, at):
+            return at
+    return len(text)
+
+
+def _open_at(view: str, index: dict[str, tuple[str, ...]]) -> int | None:
+    """The earliest index from which ``view``'s end is a proper prefix of a needle."""
+    for prefix in index.get(view[-1], ()) if view else ():
+        if view.endswith(prefix):
+            return len(view) - len(prefix)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _prefix_index(wanted: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Every proper prefix of every needle, by its last character, longest first: a view can
+    only end with a prefix whose last character is its own."""
+    found: dict[str, set[str]] = {}
+    for needle in wanted:
+        for k in range(1, len(needle)):
+            found.setdefault(needle[k - 1], set()).add(needle[:k])
+    return {char: tuple(sorted(prefixes, key=len, reverse=True)) for char, prefixes in found.items()}
 
 
 def _merge(spans: list[Span]) -> list[Span]:

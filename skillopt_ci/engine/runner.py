@@ -158,7 +158,7 @@ async def _scored(done: Rollout, task: Task, repeat: int, prompt: str, pool: Mod
     except ScoringError as exc:
         spent = exc.usage if isinstance(exc.usage, Usage) else Usage()
         return TaskResult(score=None, passed=None, cost_usd=done.cost_usd, scorer_usage=spent,
-                          error={"kind": "scoring", "message": str(exc)[:500]}, **base)
+                          error={"kind": "scoring", "message": cut(exc, 500)}, **base)
     except ProviderError as exc:
         return TaskResult(score=None, passed=None, cost_usd=done.cost_usd,
                           error={"kind": f"scorer_{exc.kind}", "message": exc.message}, **base)

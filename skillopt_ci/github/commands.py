@@ -228,25 +228,29 @@ TRAIN_FORK = ("training is not run for pull requests from forks: it would train 
 def _check_out_documents(ctx: Context, git: Git, pr: PullRequest) -> str | None:
     """A fork's head, as the trust model allows it (:mod:`skillopt_ci.gate.trust`): fetch its
     objects (never check them out), classify every path it changed against the base branch's
-    configuration, and check out the base commit with the fork's skill documents in place.
-    Returns why the command is refused, or None when the documents are on disk."""
+    configuration and suites, and check out the base commit with the fork's skill documents (and
+    the task files of suites that accept them) in place.
+    Returns why the command is refused, or None when that data is on disk."""
     fetch_pull_head(git, pr.number, pr.head_sha)
     base = trusted_base(git, pr)
     layout = TrustedLayout.of(load_config(ctx.settings.workspace / ctx.settings.config,
-                                          display=ctx.settings.config), ctx.settings.config, git.top_level())
+                                          display=ctx.settings.config), ctx.settings.config, git.top_level(),
+                              read=lambda path: git.show(base, path))  # fork_tasks: the base's suite.yaml
     plan = plan_untrusted(git, layout, git.merge_base(base, pr.head_sha), pr.head_sha)
     if plan.refused:
         return ("this pull request comes from a fork and changes files that select or are code, which only this "
-                "repository's own branches may change:\n\n" + refusal_text(plan.refused) + "\n\nOnly skill documents "
-                "from a fork are evaluated (with the base branch's configuration, suites and scorers). Nothing was "
-                "run; a maintainer can push the branch to this repository to evaluate it.")
+                "repository's own branches may change:\n\n" + refusal_text(plan.refused) + "\n\nFrom a fork only "
+                "skill documents, and the task files of suites whose suite.yaml on the base branch sets "
+                "`fork_tasks: true`, are evaluated (with the base branch's configuration, suites and scorers). "
+                "Nothing was run; a maintainer can push the branch to this repository to evaluate it.")
     evaluated = trusted_head(git, base, plan, pr.head_sha)
     git.checkout_detached(evaluated)
     ctx.evaluated_head = evaluated
     policy.mark_untrusted(f"pull request #{pr.number} comes from a fork")  # no command runs unisolated
-    used = ", ".join(code_span(p, 120) for p in plan.documents) or "none"
-    ctx.trust_note = (f"From this fork only the skill documents were used ({used}), on the base branch's "
-                      f"configuration, suites and scorers at `{base[:7]}`"
+    used = [f"the {what} ({', '.join(code_span(p, 120) for p in paths)})"
+            for what, paths in (("skill documents", plan.documents), ("task files", plan.tasks)) if paths]
+    ctx.trust_note = (f"From this fork only {' and '.join(used) or 'the skill documents (none)'} were used, "
+                      f"on the base branch's configuration, suites and scorers at `{base[:7]}`"
                       + (f"; {len(plan.ignored)} other changed file(s) were not used." if plan.ignored else "."))
     ctx.summary(f"### Pull request from a fork\n\n{ctx.trust_note}\n")
     return None

@@ -22,6 +22,7 @@ from skillopt_ci.core.skill import is_junk
 from skillopt_ci.core.task import PATH_FIELDS, Task, task_paths
 from skillopt_ci.core.template import fill, placeholders
 from skillopt_ci.inputs.assets import INDEX_FILE, AssetIndex, is_asset_ref, load_assets
+from skillopt_ci.inputs.fork_data import FORK_TASKS_KEY, fork_tasks_problem
 from skillopt_ci.inputs.yamlfile import Problem, load_yaml, schema_problems
 
 SPLITS = ("train", "val", "test")
@@ -102,6 +103,9 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
     problems = schema_problems(doc, "suite.schema.json")
     schema_ok = not problems
     data: dict[str, Any] = doc.data
+    refusal = fork_tasks_problem(data)  # an opt-in that would let a fork's tasks reach code outside the sandbox
+    if refusal:
+        problems.append(doc.problem((FORK_TASKS_KEY,), refusal))
     # Even when suite.yaml has schema problems, read the tasks so that every problem is listed.
     prompt = data.get("prompt") if isinstance(data.get("prompt"), str) else DEFAULT_PROMPT
     env = data.get("environment", "chat")

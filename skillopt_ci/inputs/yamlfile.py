@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.text import cut
 
 PathParts = tuple[str | int, ...]
 
@@ -146,7 +147,8 @@ def schema_problems(doc: YamlDoc, schema_name: str) -> list[Problem]:
 
 
 def _describe(err: Any) -> str:
-    """Turn a jsonschema error into a sentence that says what is allowed."""
+    """Turn a jsonschema error into a sentence that says what is allowed. A message quotes the
+    input (a key pasted into the wrong field): it is redacted before it is cut."""
     v = err.validator
     if v == "additionalProperties":
         allowed = sorted(err.schema.get("properties", {}))
@@ -160,7 +162,7 @@ def _describe(err: Any) -> str:
     if v == "type":
         expected = err.validator_value
         expected = " or ".join(expected) if isinstance(expected, list) else expected
-        return f"expected {expected}, got {type(err.instance).__name__} {err.instance!r}"[:200]
+        return cut(f"expected {expected}, got {type(err.instance).__name__} {err.instance!r}", 200)
     if v in ("oneOf", "anyOf") and isinstance(err.instance, dict) and "type" in err.instance:
-        return f"invalid settings for type {err.instance['type']!r}: {err.message}"[:300]
-    return err.message[:300]
+        return cut(f"invalid settings for type {err.instance['type']!r}: {err.message}", 300)
+    return cut(err.message, 300)

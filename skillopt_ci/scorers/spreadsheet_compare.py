@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from skillopt_ci.core.text import clip
+
 VARIANTS = ("official", "reference")
 EXCEL_EPOCH = datetime.datetime(1899, 12, 30)
 _CELL_NAME = re.compile(r"^\$?[A-Za-z]{1,3}\$?[0-9]+$")
@@ -161,5 +163,4 @@ def compare_workbooks(gold: Any, pred: Any, position: str, answer_sheet: str | N
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
+    return clip(repr(value), 40)  # redacted before the cut

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillopt_ci.core.edits import Edit
-from skillopt_ci.core.text import fence
+from skillopt_ci.core.text import clip, fence
 from skillopt_ci.models.base import Message, ModelCaller, Usage
 from skillopt_ci.prompts.render import render_template
 from skillopt_ci.train.optimizer.ask import ask_json, text_reply
@@ -58,7 +58,7 @@ def render_epoch_log(entries: Sequence[EpochEdit]) -> str:
     shown = entries[-MAX_LOG_ENTRIES:]
     lines = [
         f"- {'accepted' if e.accepted else 'rejected'}: {describe_edit(e.edit)} "
-        f"(from a {e.edit.source} reflection, support {e.edit.support}) — {' '.join(e.reason.split())[:200]}"
+        f"(from a {e.edit.source} reflection, support {e.edit.support}) — {clip(e.reason, 200)}"
         for e in shown
     ]
     if len(entries) > len(shown):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillopt_ci.core.edits import OPS, Edit
+from skillopt_ci.core.text import clip, cut
 from skillopt_ci.inputs.yamlfile import format_path, schema_validator
 from skillopt_ci.models.structured import ReplyFormat
 
@@ -154,7 +155,7 @@ def _describe(err: Any) -> str:
         return f"{where}unknown key {', '.join(map(repr, extra))}; allowed keys: {allowed}"
     if v == "minLength":
         return f"{where}must not be empty"
-    return f"{where}{err.message[:160]}"
+    return f"{where}{cut(err.message, 160)}"
 
 
 def _kind(value: Any) -> str:
@@ -164,5 +165,4 @@ def _kind(value: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
+    return clip(repr(value), 40)  # redacted before the cut: no prefix of a key the model echoed
