@@ -59,13 +59,15 @@ Admissible actions now:
 Reason about the situation step by step, then choose one admissible action. {{ instruction }}"""
 
 
-def environment(max_steps: int = MAX_STEPS) -> dict[str, Any]:
+def environment(max_steps: int = MAX_STEPS, variant: str = "strict") -> dict[str, Any]:
     """The ``environment:`` mapping of an ALFWorld suite (the reference system's prompt layout:
-    the last 2 steps, the skill under "## Skill Knowledge", <think> then <action>)."""
+    the last 2 steps, the skill under "## Skill Knowledge", <think> then <action>). ``variant``:
+    ``strict`` refuses a reply without ``<think>`` or with CJK text; ``reference`` sends the
+    action as the method does (:mod:`skillopt_ci.envs.reply_action`)."""
     return {"type": "interactive", "world": "skillopt_ci.envs.alfworld:AlfworldWorld", "max_steps": max_steps,
             "history": 2, "action": "tag", "action_tag": "action", "turn_prompt": TURN_PROMPT,
             "skill_heading": "## Skill Knowledge", "require_tags": ["think"], "reject_cjk": True,
-            "lowercase": True}
+            "lowercase": True, "variant": variant}
 
 
 class AlfworldWorld:
