@@ -51,6 +51,7 @@ class _Env:
             print("engine: corrupted state after explode", file=sys.stderr, flush=True)
             os._exit(70)
         if command == "wait":
+            open(self.game["pidfile"] + ".step", "w").close()
             time.sleep(3600)
         if LOADED != [self.path]:
             raise RuntimeError("engine state belongs to another game")
@@ -175,12 +176,33 @@ def test_a_crashed_game_process_is_an_errored_rollout_naming_its_last_stderr_lin
 
 
 @pytest.mark.slow
-def test_a_step_past_its_time_limit_ends_the_game_process(tmp_path, engine):
+@pytest.mark.parametrize(("limits", "message"), [
+    ({"step_timeout_s": 1}, "the world's step did not return within 1 s"),
+    ({"time_limit_s": 1}, "the episode did not finish within time_limit_s = 1 s"),
+])
+def test_a_step_past_its_time_limit_ends_the_game_process(tmp_path, engine, limits, message):
     data = tmp_path / "data"
-    rollout = run_all(data, [write_game(data, "stuck")], Player(1, ["wait"]), concurrency=1, step_timeout_s=1)[0]
+    rollout = run_all(data, [write_game(data, "stuck")], Player(1, ["wait"]), concurrency=1, **limits)[0]
     assert rollout.error is not None and rollout.error["kind"] == "time_limit"
-    assert "the world's step did not return within 1 s" in rollout.error["message"]
+    assert message in rollout.error["message"]
     assert not alive(pid_of(data, "stuck"))  # killed and reaped before the rollout returned
+
+
+def test_a_rollout_cancelled_in_a_step_ends_the_game_process(tmp_path, engine):
+    data = tmp_path / "data"
+    gamefile = write_game(data, "cancelled")
+    env = build_environment({**environment(), "world_options": {"data_root": str(data)}}, data)
+
+    async def main():
+        rollout = asyncio.ensure_future(env.run(request(data, gamefile, "t0"), Player(1, ["wait"])))
+        while not (data / "cancelled.pid.step").exists():  # until the game is inside its step
+            await asyncio.sleep(0.02)
+        rollout.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await rollout
+
+    asyncio.run(main())
+    assert not alive(pid_of(data, "cancelled"))
 
 
 def test_the_world_forwards_reset_step_admissible_and_close(tmp_path, engine):

@@ -6,10 +6,8 @@ the goal text put in the grammar as ALFWorld's generator does), a hand-written P
 ``solvable: true`` and a walkthrough, plus a ``traj_data.json`` with the ``task_type``, under a
 temporary ``ALFWORLD_DATA/json_2.1.1/...``. The world runs them through ``AlfredTWEnv``, one child
 process per game: the last test imports copies of them as a suite and evaluates its six val games at concurrency 4
-through the CLI and the OpenAI SDK. (TextWorld's parser is module state: games reset at the same
-time in one process fail with ``IndexError: pop from empty list``, but how often depends on timing,
-so the test that fails on the one-process design deterministically is
-``test_alfworld_process.py``'s, with a stand-in engine.)"""
+through the CLI and the OpenAI SDK (TextWorld's parser is module state: with every game in one
+process, all six rollouts errored on reset, ``IndexError: pop from empty list`` and the like)."""
 
 from __future__ import annotations
 
