@@ -23,8 +23,9 @@ as :mod:`skillopt_ci.envs.reply_action` says, by ``variant``: ``strict`` (the de
 ``action`` rule (``tag``: the last ``<action_tag>…</action_tag>``; ``last_line``), with the
 ``require_tags``, ``reject_cjk`` and ``lowercase`` checks; ``reference`` as the method reads an
 ALFWorld reply (every reply sends an action). A reply without a valid action is not sent to the
-world: the next observation says why, and the turn counts. The options added after the first version are left out of ``identity()`` while they
-keep their defaults, so the run identity (and the cache) of an existing suite does not change.
+world: the next observation says why, and the turn counts. The options added after the first
+version are left out of ``identity()`` while they keep their defaults, so the run identity (and
+the cache) of an existing suite does not change.
 
 The episode ends when the world says ``done``, after ``max_steps`` turns (not an error:
 ``done=False`` and the reward so far), on a :class:`ProviderError` (an errored rollout, steps
