@@ -4,7 +4,10 @@ Two tiny games are authored here the way ALFWorld's own are stored: a ``game.tw-
 the PDDL domain and the grammar the ``alfworld`` wheel ships (``alfred.pddl``, ``alfred.twl2``,
 the goal text put in the grammar as ALFWorld's generator does), a hand-written PDDL problem,
 ``solvable: true`` and a walkthrough, plus a ``traj_data.json`` with the ``task_type``, under a
-temporary ``ALFWORLD_DATA/json_2.1.1/...``. The world runs them through ``AlfredTWEnv``."""
+temporary ``ALFWORLD_DATA/json_2.1.1/...``. The world runs them through ``AlfredTWEnv``, one child
+process per game: the last test imports copies of them as a suite and evaluates its six val games at concurrency 4
+through the CLI and the OpenAI SDK (TextWorld's parser is module state: with every game in one
+process, all six rollouts errored on reset, ``IndexError: pop from empty list`` and the like)."""
 
 from __future__ import annotations
 
@@ -13,13 +16,17 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
+from conftest import run_cli
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task
 from skillopt_ci.envs.alfworld import PROMPT, AlfworldWorld, environment
 from skillopt_ci.envs.base import RolloutRequest
 from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.models.base import Completion, Usage
+from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.testing.benchdata import alfworld as fixture
 
 alfworld = pytest.importorskip("alfworld", reason="the optional alfworld package is not installed")
 
@@ -84,13 +91,13 @@ def problem(extra_goal: str) -> str:
 """
 
 
-def write_games(root: Path) -> dict[str, str]:
+def write_games(root: Path, trial: str = "T0", split: str = "valid_unseen") -> dict[str, str]:
     data = Path(alfworld.__file__).parent / "data"
     domain = (data / "alfred.pddl").read_text()
     grammar = (data / "alfred.twl2").read_text()
     found = {}
     for task_type, (goal, extra, walkthrough) in GAMES.items():
-        rel = f"json_2.1.1/valid_unseen/{task_type}-Apple-None-Fridge-1/trial_T0/game.tw-pddl"
+        rel = f"json_2.1.1/{split}/{task_type}-Apple-None-Fridge-1/trial_{trial}/game.tw-pddl"
         folder = (root / rel).parent
         folder.mkdir(parents=True)
         game = {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", goal),
@@ -141,3 +148,37 @@ def test_an_episode_in_the_real_engine_is_won_within_the_steps(games):
     rollout = asyncio.run(env.run(request, Caller()))
     assert rollout.done and rollout.reward == 1.0 and rollout.error is None
     assert rollout.steps[-1].text == "You move the apple 1 to the fridge 1."
+
+
+def test_real_games_evaluated_at_concurrency_4_all_finish_without_error(tmp_path):
+    data = tmp_path / "alfworld_data"
+    splits: dict[str, list[dict]] = {"train": [], "val": [], "test": []}
+    for split, folder, trials in (("train", "train", 1), ("val", "valid_seen", 3), ("test", "valid_unseen", 1)):
+        for trial in range(trials):
+            for task_type, rel in write_games(data, f"T{trial}", folder).items():
+                splits[split].append({"id": f"{split}:{len(splits[split]):04d}", "gamefile": rel,
+                                      "task_type": task_type})
+    manifest = tmp_path / "manifest"
+    for split, items in splits.items():
+        (manifest / split).mkdir(parents=True)
+        (manifest / split / "items.json").write_text(json.dumps(items))
+    (manifest / "split_manifest.json").write_text(json.dumps({"benchmark": "ALFWorld", "manifest_type": "path_split"}))
+    root = tmp_path / "proj"
+    imported = run_cli("bench", "import", "alfworld", "--from", str(data), "--manifest", str(manifest),
+                       "--out", str(root / "eval_suites" / "alfworld"))
+    assert imported.code == 0, imported.err
+    (root / "skills" / "household").mkdir(parents=True)
+    (root / "skills" / "household" / "SKILL.md").write_text(
+        f"---\nname: household\ndescription: Does household tasks.\n---\n{fixture.SKILL_RULE}\n")
+    with ScriptedModelServer(fixture.policy) as server:
+        config = {"version": 1, "models": {"target": {"provider": "openai-compatible", "model": "sim-household-1",
+                                                      "base_url": server.openai_base_url}},
+                  "skills": [{"path": "skills/household/SKILL.md", "suite": "eval_suites/alfworld"}],
+                  "cache": {"mode": "off"}}
+        (root / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+        result = run_cli("eval", "household", "--split", "val", "--concurrency", "4", "--out", str(root / "run"),
+                         "--quiet", cwd=root)
+    rows = [json.loads(line) for line in (root / "run" / "results.jsonl").read_text().splitlines()]
+    assert [(r.get("error"), r["passed"]) for r in rows] == [(None, True)] * 6, result.err
+    assert result.code == 0, result.err
+

@@ -10,8 +10,12 @@ is installed:
 - a real ALFWorld game (``game.tw-pddl`` with ``pddl_domain``, ``grammar``, ``pddl_problem``)
   runs in the ``alfworld`` package (>= 0.4): its ``AlfredTWEnv`` environment (TextWorld's PDDL
   engine with the ``alfred.pddl`` domain and ``alfred.twl2`` grammar) pinned to that one file
-  instead of walking the whole data folder; the package is imported only then, and its absence
-  is one line and exit 2 (``pip install "skillopt-ci[alfworld]"``);
+  instead of walking the whole data folder, in a child process of the rollout's own
+  (:mod:`skillopt_ci.envs.alfworld_process`: the engine is not thread-safe, so games run
+  concurrently only one per process). The package is imported only there; its absence is one
+  line and exit 2 (``pip install "skillopt-ci[alfworld]"``). A child that dies is an errored
+  rollout naming its last stderr line; ``kill()`` (which the interactive environment calls at
+  its time limits) ends it at once;
 - a game holding a bundled layout (:data:`~skillopt_ci.envs.alfworld_text.LAYOUT_KEY`, written
   by the test fixture) runs in :mod:`skillopt_ci.envs.alfworld_text`, which speaks the same
   format.
@@ -25,7 +29,7 @@ task is to:`` in the first observation.
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import json
 import os
 import re
@@ -33,14 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
+from skillopt_ci.envs.alfworld_process import INSTALL_HINT, GameProcess
 from skillopt_ci.envs.alfworld_text import LAYOUT_KEY, AlfredTextWorld
 
-INSTALL_HINT = 'pip install "skillopt-ci[alfworld]"'
 DATA_HINT = "export ALFWORLD_DATA=<the folder alfworld-download filled, holding json_2.1.1>"
 VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 TASK_RE = re.compile(r"Your task is to:\s*(.+)", re.S)
 MAX_STEPS = 50
-SPLITS = {"valid_seen": "eval_in_distribution", "valid_unseen": "eval_out_of_distribution"}
 
 PROMPT = "You are an expert agent operating in the ALFRED embodied environment, a household described in text."
 TURN_PROMPT = """{{ prompt }}
@@ -56,13 +59,15 @@ Admissible actions now:
 Reason about the situation step by step, then choose one admissible action. {{ instruction }}"""
 
 
-def environment(max_steps: int = MAX_STEPS) -> dict[str, Any]:
+def environment(max_steps: int = MAX_STEPS, variant: str = "strict") -> dict[str, Any]:
     """The ``environment:`` mapping of an ALFWorld suite (the reference system's prompt layout:
-    the last 2 steps, the skill under "## Skill Knowledge", <think> then <action>)."""
+    the last 2 steps, the skill under "## Skill Knowledge", <think> then <action>). ``variant``:
+    ``strict`` refuses a reply without ``<think>`` or with CJK text; ``reference`` sends the
+    action as the method does (:mod:`skillopt_ci.envs.reply_action`)."""
     return {"type": "interactive", "world": "skillopt_ci.envs.alfworld:AlfworldWorld", "max_steps": max_steps,
             "history": 2, "action": "tag", "action_tag": "action", "turn_prompt": TURN_PROMPT,
             "skill_heading": "## Skill Knowledge", "require_tags": ["think"], "reject_cjk": True,
-            "lowercase": True}
+            "lowercase": True, "variant": variant}
 
 
 class AlfworldWorld:
@@ -70,6 +75,7 @@ class AlfworldWorld:
         self.data_root = data_root
         self.game: Any = None
         self.first = ""
+        self._killed = False
 
     def reset(self, task: dict[str, Any]) -> str:
         self.close()
@@ -81,7 +87,11 @@ class AlfworldWorld:
         if isinstance(data, dict) and LAYOUT_KEY in data:
             self.game = _BundledGame(data[LAYOUT_KEY])
         else:
-            self.game = _AlfworldGame(path)
+            _require_alfworld()
+            self.game = GameProcess(path)
+            if self._killed:  # killed while the process started
+                self.game.kill()
+            self.game.open()
         self.first = self.game.reset()
         return self.first
 
@@ -100,6 +110,14 @@ class AlfworldWorld:
         game, self.game = self.game, None
         if game is not None:
             game.close()
+
+    def kill(self) -> None:
+        """End a real game's process at once (from any thread): the interactive environment calls
+        it when a call passes its time limit or the rollout is cancelled."""
+        self._killed = True
+        game = self.game
+        if game is not None:
+            game.kill()
 
 
 def game_path(task: dict[str, Any], data_root: str) -> Path:
@@ -147,41 +165,12 @@ class _BundledGame:
     def close(self) -> None:
         pass
 
-
-class _AlfworldGame:
-    """One real ALFWorld game through ``alfworld``'s AlfredTWEnv, pinned to ``path``."""
-
-    def __init__(self, path: Path):
-        module = _alfworld_env_module()
-        split = next((v for k, v in SPLITS.items() if k in path.parts), "train")
-        env = module.AlfredTWEnv.__new__(module.AlfredTWEnv)  # skip the walk over every game of the split
-        env.config = {"env": {"domain_randomization": False, "expert_type": "handcoded",
-                              "goal_desc_human_anns_prob": 0},
-                      "general": {"training_method": "dqn"},
-                      "rl": {"training": {"max_nb_steps_per_episode": MAX_STEPS}}}
-        env.train_eval, env.game_files, env.num_games = split, [str(path)], 1
-        self.env = env.init_env(batch_size=1)
-        self.infos: dict[str, Any] = {}
-
-    def reset(self) -> str:
-        observations, self.infos = self.env.reset()
-        return str(observations[0])
-
-    def step(self, command: str) -> tuple[str, bool]:
-        observations, _scores, _dones, self.infos = self.env.step([command])
-        return str(observations[0]), bool(self.infos["won"][0])
-
-    def admissible_commands(self) -> list[str]:
-        return [str(c) for c in self.infos.get("admissible_commands", [[]])[0]]
-
-    def close(self) -> None:
-        self.env.close()
+    def kill(self) -> None:
+        pass
 
 
-def _alfworld_env_module() -> Any:
-    try:
-        return importlib.import_module("alfworld.agents.environment.alfred_tw_env")
-    except ImportError:
+def _require_alfworld() -> None:
+    """The package's absence is one line and exit 2 before any process starts."""
+    if importlib.util.find_spec("alfworld") is None:
         raise InputError("the ALFWorld world needs the alfworld package (>= 0.4), which is not installed",
-                         hint=INSTALL_HINT) from None
-
+                         hint=INSTALL_HINT)

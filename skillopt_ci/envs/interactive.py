@@ -6,7 +6,9 @@ module) built with ``world_options`` once per rollout: ``reset(task) -> observat
 of the rollout's own (real worlds are slow and synchronous), each within ``step_timeout_s`` and
 the episode within ``time_limit_s`` (model calls included); a call past its limit is an errored
 rollout of kind ``time_limit`` and its world is abandoned, never closed (see
-:mod:`skillopt_ci.envs.world_thread`). ``reset`` gets the task record; when the task
+:mod:`skillopt_ci.envs.world_thread`); a world with a ``kill()`` method (one that runs a process)
+gets that call instead, from the rollout's side, when it is abandoned or the rollout is
+cancelled in one of its calls. ``reset`` gets the task record; when the task
 lists ``files`` (suite files or assets ``@root/path``), it also gets their checked absolute paths
 under ``file_paths``.
 
@@ -17,12 +19,13 @@ how to answer. ``turn_prompt`` replaces that layout by a template (see
 :mod:`skillopt_ci.envs.turn_prompt`) and ``skill_heading`` moves the skill from the system message
 to the end of the user message, under that heading. The message is a pure function of the
 episode so far, so the response cache replays a whole episode. The action is read from the reply
-by the ``action`` rule: ``tag`` (the text of the last ``<action_tag>…</action_tag>``) or
-``last_line`` (the last non-empty line); with ``require_tags`` the reply must also hold those
-tags, with ``reject_cjk`` it must hold no CJK character, and ``lowercase`` lowercases the action.
-A reply without a valid action is not sent to the world: the next observation says why, and the
-turn counts. The options added after the first version are left out of ``identity()`` while they
-keep their defaults, so the run identity (and the cache) of an existing suite does not change.
+as :mod:`skillopt_ci.envs.reply_action` says, by ``variant``: ``strict`` (the default) by the
+``action`` rule (``tag``: the last ``<action_tag>…</action_tag>``; ``last_line``), with the
+``require_tags``, ``reject_cjk`` and ``lowercase`` checks; ``reference`` as the method reads an
+ALFWorld reply (every reply sends an action). A reply without a valid action is not sent to the
+world: the next observation says why, and the turn counts. The options added after the first
+version are left out of ``identity()`` while they keep their defaults, so the run identity (and
+the cache) of an existing suite does not change.
 
 The episode ends when the world says ``done``, after ``max_steps`` turns (not an error:
 ``done=False`` and the reward so far), on a :class:`ProviderError` (an errored rollout, steps
@@ -36,6 +39,7 @@ episode's total reward, ``Rollout.output`` the last action.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import re
@@ -52,6 +56,8 @@ from skillopt_ci.core.text import clip
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs import turn_prompt as turns
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, keep_image, task_images
+from skillopt_ci.envs.reply_action import parse_action as parse_action  # where it used to live
+from skillopt_ci.envs.reply_action import read_action, variant_problem
 from skillopt_ci.envs.steps_text import render_transcript
 from skillopt_ci.envs.world_thread import WorldHung, WorldThread
 from skillopt_ci.envs.worlds import load_world_class
@@ -80,10 +86,11 @@ class InteractiveOptions:
     lowercase: bool = False  # the action is lowercased before it goes to the world
     step_timeout_s: float = 60.0  # longest a world's call (reset, step, close…) may take
     time_limit_s: float = 1800.0  # longest a whole episode may take, model calls included
+    variant: str = "strict"  # strict (the rules above) | reference (the method's ALFWorld reading)
 
 
 LATER_OPTIONS = {"turn_prompt": "", "skill_heading": "", "require_tags": [], "reject_cjk": False, "lowercase": False,
-                 "step_timeout_s": 60.0, "time_limit_s": 1800.0}
+                 "step_timeout_s": 60.0, "time_limit_s": 1800.0, "variant": "strict"}
 
 
 class WorldFailure(Exception):
@@ -93,17 +100,6 @@ class WorldFailure(Exception):
     def __init__(self, message: str, kind: str = "environment"):
         super().__init__(message)
         self.kind = kind
-
-
-def parse_action(text: str, rule: str, tag: str = "action") -> str | None:
-    """The action in a model reply, or ``None`` when the reply has none (see the module doc)."""
-    if rule == "tag":
-        found = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text, re.S | re.I)
-        action = found[-1].strip() if found else ""
-    else:
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        action = lines[-1] if lines else ""
-    return action or None
 
 
 @dataclass
@@ -180,6 +176,8 @@ class InteractiveEnvironment(BaseEnvironment):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
                 raise InputError(f'option "{key}" of environment interactive must be a number of seconds '
                                  f"above 0, got {value!r}", where=where)
+        if problem := variant_problem(o.variant, o.action, o.action_tag):
+            raise InputError(problem, where=where)
         if o.action not in ACTION_RULES:
             raise InputError(f'option "action" of environment interactive must be one of '
                              f"{', '.join(ACTION_RULES)}, got {o.action!r}", where=where)
@@ -252,13 +250,11 @@ class InteractiveEnvironment(BaseEnvironment):
         episode.turns += 1
         episode.add("model", completion.text, usage=completion.usage)
         o = self.options
-        action = parse_action(completion.text, o.action, o.action_tag)
-        problem = "No action found in your reply." if action is None else \
-            turns.reply_problem(completion.text, o.require_tags, o.reject_cjk)
-        if action is None or problem:
+        action, problem = read_action(completion.text, variant=o.variant, rule=o.action, tag=o.action_tag,
+                                      require_tags=o.require_tags, reject_cjk=o.reject_cjk, lowercase=o.lowercase)
+        if action is None:
             episode.observe(None, f"{problem} {self.instruction()}")
             return
-        action = action.lower() if o.lowercase else action
         episode.last_action = action
         episode.add("action", action)
         result = await self._world_call(episode, "step", world.step, action)
@@ -306,6 +302,7 @@ class InteractiveEnvironment(BaseEnvironment):
             return
         if thread.hung is not None:
             episode.add("error", f"the world's close was not called: its {thread.hung} had not returned")
+            _kill(world)
             return
         try:
             await thread.call(self.options.step_timeout_s, "close", _guarded, close)
@@ -318,6 +315,9 @@ class InteractiveEnvironment(BaseEnvironment):
     def _post_close(self, world: Any, episode: Episode) -> None:
         """On cancellation: the world's ``close`` on its thread, waited for at most the step limit."""
         assert episode.world is not None
+        if episode.world.hung is not None:  # cancelled inside a world call: its thread is busy
+            _kill(world)
+            return
         close = getattr(world, "close", None)
         episode.world.finish(close if callable(close) else (lambda: None), self.options.step_timeout_s)
 
@@ -381,6 +381,14 @@ def _check_step(result: Any, task_id: str) -> tuple[str, float, bool]:
         raise WorldFailure(f"task {task_id!r}: the world's step returned {clip(repr(result), 80)}; "
                            "expected (observation: str, reward: number, done: bool)")
     return result[0], float(result[1]), result[2]
+
+
+def _kill(world: Any) -> None:
+    """An abandoned world's optional ``kill()``, called from this thread; what it raises is dropped."""
+    kill = getattr(world, "kill", None)
+    if callable(kill):
+        with contextlib.suppress(Exception):
+            kill()
 
 
 def _guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
