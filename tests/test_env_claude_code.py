@@ -464,6 +464,8 @@ def test_the_cli_reaches_the_model_through_the_forwarder_which_counts_the_spend(
         assert done.error is None, done.error
         seen = json.loads(done.output)
         assert seen["reply"] == "forwarded" and server.calls[0].request.headers["x-api-key"] == FAKE_KEY
+        # Not isolated here: the CLI keeps the host's network and calls the forwarder's TCP port.
+        assert seen["base"] == shared_forwarder().url
         assert "ANTHROPIC_API_KEY=skillopt-rollout-" in seen["child"] and FAKE_KEY not in seen["child"]
         # The tokens are what the provider reported through the forwarder (the CLI said 10 and 5);
         # the cost is the CLI's own figure.
