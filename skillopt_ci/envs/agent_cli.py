@@ -23,7 +23,11 @@ providers the CLI can talk to), ``upstream(endpoint)`` (the provider URL the CLI
 ``parse(stdout) -> Parsed``. The model endpoint is the pool's ``endpoint("target")``, but the
 hooks never see its key: they get it with a per-rollout credential of the forwarder
 (:mod:`skillopt_ci.envs.agent_access`) as ``api_key`` and the forwarder's URL as ``base_url``;
-the credential is revoked as soon as the CLI has ended. The calls and tokens the forwarder saw
+the credential is revoked as soon as the CLI has ended. Under bubblewrap the CLI has no network:
+that URL is the relay's on the sandbox's own loopback, in front of the forwarder's Unix socket;
+without bubblewrap (the unisolated opt-in) it keeps the host's network and the forwarder's TCP
+port. The forwarder passes on at most ``max_calls`` (``max_model_calls``, else ``max_turns``)
+model calls per rollout and refuses the rest; a refusal ends the rollout as ``max_turns``. The calls and tokens the forwarder saw
 (else the CLI's own report) and the CLI's cost, when it reports one, are counted with
 ``record_external("target", ...)`` so budgets stop a run. ``identity()`` holds the CLI version
 (``<binary> --version`` at setup), so the run identity and the rollout cache key change with it.
