@@ -57,8 +57,9 @@ class AgentAccess:
         """``argv`` as the sandbox should run it: unchanged with the network, else behind the relay."""
         if self.network:
             return argv
-        return [sys.executable, str(self.forwarder.relay_path), str(self.forwarder.socket_path), str(RELAY_PORT),
-                "--", *argv]
+        # -I -S: the relay needs the standard library only, not this install's site-packages
+        return [sys.executable, "-I", "-S", str(self.forwarder.relay_path), str(self.forwarder.socket_path),
+                str(RELAY_PORT), "--", *argv]
 
     def close(self) -> None:
         self.forwarder.revoke(self.grant)
