@@ -27,10 +27,11 @@ the credential is revoked as soon as the CLI has ended. Under bubblewrap the CLI
 that URL is the relay's on the sandbox's own loopback, in front of the forwarder's Unix socket;
 without bubblewrap (the unisolated opt-in) it keeps the host's network and the forwarder's TCP
 port. The forwarder passes on at most ``max_calls`` (``max_model_calls``, else ``max_turns``)
-model calls per rollout and refuses the rest; a refusal ends the rollout as ``max_turns``. The calls and tokens the forwarder saw
-(else the CLI's own report) and the CLI's cost, when it reports one, are counted with
-``record_external("target", ...)`` so budgets stop a run. ``identity()`` holds the CLI version
-(``<binary> --version`` at setup), so the run identity and the rollout cache key change with it.
+model calls per rollout and refuses the rest; a refusal ends the rollout as ``max_turns``. The
+calls and tokens the forwarder saw (else the CLI's own report) and the CLI's cost, when it
+reports one, are counted with ``record_external("target", ...)`` so budgets stop a run.
+``identity()`` holds the CLI version (``<binary> --version`` at setup), so the run identity and
+the rollout cache key change with it; ``max_model_calls`` joins it only when set.
 """
 
 from __future__ import annotations
@@ -311,8 +312,9 @@ class AgentEnvironment(BaseEnvironment):
         (workspace.path / SCRATCH).mkdir(exist_ok=True)
         watch = TurnWatch(opts.max_turns, self.is_turn, self.unreachable)
         try:
-            result = await run_process(access.wrap(self.argv(request.prompt, workspace.path, endpoint)), cwd=workspace.path,
-                                       env=env, stdin=None, limits=limits, watch=watch, binds=self.install_binds() + access.binds)
+            argv = access.wrap(self.argv(request.prompt, workspace.path, endpoint))  # behind the relay, or as is
+            result = await run_process(argv, cwd=workspace.path, env=env, stdin=None, limits=limits, watch=watch,
+                                       binds=self.install_binds() + access.binds)
         except SandboxError as exc:
             return Parsed(), {"kind": "agent_missing", "message": redact(exc.message)}, 0.0
         parsed = self.parse(result.stdout, watch.times)

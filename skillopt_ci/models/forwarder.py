@@ -13,9 +13,9 @@ comes back as it arrives (an SSE stream chunk by chunk, never buffered whole).
 
 Refused without reaching the provider: no credential, an unknown or revoked one (401, in the
 provider's error shape), a path outside the grant's upstream base path (404), and a call past the
-grant's ``max_calls`` (429 with a message naming the cap; the rollout's CLI then fails, and
-``refused`` says why: the per-rollout call cap holds whatever the CLI's own limits do). An upstream that
-cannot be reached is a 502. Per grant it counts the calls that reached the provider, those that
+grant's ``max_calls`` (429 with a message naming the cap, which the CLIs report; ``refused``
+counts them: the per-rollout cap holds whatever the CLI's own limits do). An upstream that cannot
+be reached is a 502. Per grant it counts the calls that reached the provider, those that
 failed (a status of 400 or more, or a broken connection), and the tokens the responses report
 (:mod:`skillopt_ci.models.forward_usage`). ``revoke(grant)`` makes the credential worthless at
 once; ``stop()`` revokes every grant. Nothing is logged: a key or credential never leaves the
