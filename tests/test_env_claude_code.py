@@ -18,7 +18,9 @@ import yaml
 
 from agent_fixtures import agent_bin
 from conftest import run_cli
+from skillopt_ci.envs.agent_access import RELAY_ORIGIN
 from skillopt_ci.envs.claude_stream import parse_stream
+from skillopt_ci.models.forwarder import shared_forwarder
 from skillopt_ci.testing import ScriptedModelServer
 from skillopt_ci.testing.agents import AgentScript
 
@@ -426,9 +428,11 @@ def test_the_agents_commands_see_a_credential_not_the_key_and_it_dies_with_the_r
         assert listing.count("ANTHROPIC_API_KEY=skillopt-rollout-") == 2 and FAKE_KEY not in listing
         credential = re.search(r"ANTHROPIC_API_KEY=(skillopt-rollout-[\w-]+)", listing).group(1)
         base_url = re.search(r"ANTHROPIC_BASE_URL=(\S+)", listing).group(1)
-        assert base_url != server.anthropic_base_url
+        # No network in the sandbox: the CLI's URL is the relay's, on the sandbox's own loopback.
+        assert base_url == RELAY_ORIGIN != server.anthropic_base_url
         calls = server.call_count
-        assert post_with(base_url, credential) == 401  # the rollout is over: the leaked credential is worthless
+        # The rollout is over: the leaked credential is worthless at the forwarder itself.
+        assert post_with(shared_forwarder().url, credential) == 401
         assert server.call_count == calls
     assert FAKE_KEY not in all_text_under(out)
 
@@ -460,6 +464,8 @@ def test_the_cli_reaches_the_model_through_the_forwarder_which_counts_the_spend(
         assert done.error is None, done.error
         seen = json.loads(done.output)
         assert seen["reply"] == "forwarded" and server.calls[0].request.headers["x-api-key"] == FAKE_KEY
+        # Not isolated here: the CLI keeps the host's network and calls the forwarder's TCP port.
+        assert seen["base"] == shared_forwarder().url
         assert "ANTHROPIC_API_KEY=skillopt-rollout-" in seen["child"] and FAKE_KEY not in seen["child"]
         # The tokens are what the provider reported through the forwarder (the CLI said 10 and 5);
         # the cost is the CLI's own figure.

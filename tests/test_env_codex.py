@@ -236,6 +236,16 @@ def test_validate_exits_2_when_the_cli_is_missing(tmp_path, unisolated):
     assert "skillopt-ci install-agents" in result.err
 
 
+def test_max_model_calls_defaults_to_max_turns_and_leaves_the_identity_of_suites_without_it(tmp_path, unisolated):
+    binary = fake_codex(tmp_path / "bin", RECORDING)
+    plain = build_environment({"type": "codex", "binary": str(binary), "max_turns": 7}, tmp_path)
+    assert plain.max_calls == 7 and "max_model_calls" not in plain.identity()
+    capped = build_environment({"type": "codex", "binary": str(binary), "max_model_calls": 30}, tmp_path)
+    assert capped.max_calls == 30 and capped.identity()["max_model_calls"] == 30
+    with pytest.raises(InputError, match="max_model_calls must be positive, got 0"):
+        build_environment({"type": "codex", "binary": str(binary), "max_model_calls": 0}, tmp_path)
+
+
 def test_the_wrong_provider_is_an_input_error(tmp_path, unisolated):
     with pytest.raises(InputError, match="needs a target model with provider openai"):
         rollout(tmp_path, {}, RECORDING, provider="anthropic")

@@ -166,6 +166,35 @@ def test_stop_revokes_every_grant_and_an_unreachable_upstream_is_a_502(server):
     assert grant.revoked and fwd.lookup(grant.credential) is None
 
 
+def test_calls_past_the_grants_cap_are_refused_with_a_rate_limit_error_the_sdks_report(server, forwarder):
+    grant = forwarder.issue("openai", KEY, server.openai_base_url, max_calls=2)
+    client = openai.OpenAI(api_key=grant.credential, base_url=grant.base_url, max_retries=0)
+    for text in ("one", "two"):
+        assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}]) is not None
+    with pytest.raises(openai.RateLimitError, match="has made its 2 model calls"):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "three"}])
+    assert server.call_count == 2 and (grant.calls, grant.refused) == (2, 1)
+    capped = forwarder.issue("anthropic", KEY, server.anthropic_base_url, max_calls=0)
+    claude = anthropic.Anthropic(api_key=capped.credential, base_url=capped.base_url, max_retries=0)
+    with pytest.raises(anthropic.RateLimitError, match="has made its 0 model calls"):
+        claude.messages.create(model="c", max_tokens=5, messages=[{"role": "user", "content": "a"}])
+    assert server.call_count == 2 and capped.refused == 1
+
+
+def test_the_cap_holds_for_concurrent_calls(server, forwarder):
+    grant = forwarder.issue("openai", KEY, server.openai_base_url, max_calls=3)
+    statuses: list[int] = []
+    threads = [threading.Thread(target=lambda: statuses.append(
+        post(forwarder.url, "/v1/chat/completions", {"authorization": f"Bearer {grant.credential}"})[0]))
+        for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == [200] * 3 + [429] * 5
+    assert server.call_count == 3 and (grant.calls, grant.refused) == (3, 5)
+
+
 def test_the_unix_socket_serves_the_same_grants(server, forwarder):
     grant = forwarder.issue("openai", KEY, server.openai_base_url)
     status, body = post_unix(forwarder.socket_path, "/v1/chat/completions", {"authorization": f"Bearer {grant.credential}"})

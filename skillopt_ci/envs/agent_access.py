@@ -19,12 +19,15 @@ calls and tokens that went through, for the rollout's spend.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from skillopt_ci.models.forwarder import Forwarder, Grant, shared_forwarder
+from skillopt_ci.sandbox.binds import Binds
+from skillopt_ci.sandbox.isolation import isolation
 
 RELAY_PORT = 47_110  # inside the sandbox's own network namespace, where nothing else listens
 RELAY_ORIGIN = f"http://127.0.0.1:{RELAY_PORT}"
@@ -43,21 +46,37 @@ class AgentAccess:
     def socket_dir(self) -> Path | None:
         return self.forwarder.socket_dir
 
+    @property
+    def binds(self) -> Binds:
+        """What the sandbox must show the CLI besides its own files: the socket folder, read-only."""
+        if self.network or self.socket_dir is None:
+            return Binds()
+        return Binds.of(read_only=[self.socket_dir])
+
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` as the sandbox should run it: unchanged with the network, else behind the relay."""
         if self.network:
             return argv
-        return [sys.executable, str(self.forwarder.relay_path), str(self.forwarder.socket_path), str(RELAY_PORT),
-                "--", *argv]
+        # -I -S: the relay needs the standard library only, not this install's site-packages
+        return [sys.executable, "-I", "-S", str(self.forwarder.relay_path), str(self.forwarder.socket_path),
+                str(RELAY_PORT), "--", *argv]
 
     def close(self) -> None:
         self.forwarder.revoke(self.grant)
 
 
-def open_access(endpoint: Any, upstream: str | None, *, network: bool,
+async def host_network() -> bool:
+    """Whether an agent CLI runs with the host's network: only where commands are not isolated
+    (the opt-in without bubblewrap, where there is no network namespace to cut). Under bubblewrap
+    it has none and reaches the forwarder through the relay."""
+    return await asyncio.to_thread(isolation) != "bwrap"
+
+
+def open_access(endpoint: Any, upstream: str | None, *, network: bool, max_calls: int | None = None,
                 forwarder: Forwarder | None = None) -> AgentAccess:
-    """A live credential for one rollout; see the module docstring."""
+    """A live credential for one rollout (forwarding at most ``max_calls`` calls); see the module docstring."""
     forwarder = forwarder or shared_forwarder()
-    grant = forwarder.issue(endpoint.provider, endpoint.api_key, upstream, relay_origin=RELAY_ORIGIN)
+    grant = forwarder.issue(endpoint.provider, endpoint.api_key, upstream, relay_origin=RELAY_ORIGIN,
+                            max_calls=max_calls)
     base_url = grant.base_url if network else grant.socket_base_url
     return AgentAccess(replace(endpoint, api_key=grant.credential, base_url=base_url), grant, network, forwarder)

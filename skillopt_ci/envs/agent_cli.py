@@ -23,10 +23,15 @@ providers the CLI can talk to), ``upstream(endpoint)`` (the provider URL the CLI
 ``parse(stdout) -> Parsed``. The model endpoint is the pool's ``endpoint("target")``, but the
 hooks never see its key: they get it with a per-rollout credential of the forwarder
 (:mod:`skillopt_ci.envs.agent_access`) as ``api_key`` and the forwarder's URL as ``base_url``;
-the credential is revoked as soon as the CLI has ended. The calls and tokens the forwarder saw
-(else the CLI's own report) and the CLI's cost, when it reports one, are counted with
-``record_external("target", ...)`` so budgets stop a run. ``identity()`` holds the CLI version
-(``<binary> --version`` at setup), so the run identity and the rollout cache key change with it.
+the credential is revoked as soon as the CLI has ended. Under bubblewrap the CLI has no network:
+that URL is the relay's on the sandbox's own loopback, in front of the forwarder's Unix socket;
+without bubblewrap (the unisolated opt-in) it keeps the host's network and the forwarder's TCP
+port. The forwarder passes on at most ``max_calls`` (``max_model_calls``, else ``max_turns``)
+model calls per rollout and refuses the rest; a refusal ends the rollout as ``max_turns``. The
+calls and tokens the forwarder saw (else the CLI's own report) and the CLI's cost, when it
+reports one, are counted with ``record_external("target", ...)`` so budgets stop a run.
+``identity()`` holds the CLI version (``<binary> --version`` at setup), so the run identity and
+the rollout cache key change with it; ``max_model_calls`` joins it only when set.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.redact import redact
 from skillopt_ci.core.trajectory import Rollout, Step
-from skillopt_ci.envs.agent_access import AgentAccess, open_access
+from skillopt_ci.envs.agent_access import AgentAccess, host_network, open_access
 from skillopt_ci.envs.agent_clis import AGENT_CLIS
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace
 from skillopt_ci.envs.steps_text import render_steps
@@ -74,6 +79,7 @@ class AgentOptions:
     memory_mb: int = 65_536  # address space: node and the CLIs' native binaries reserve a lot of it
     output_bytes: int = 4_000_000  # of the CLI's JSON event stream kept per rollout
     transcript_chars: int = 20_000
+    max_model_calls: int | None = None  # forwarded per rollout; None: max_turns
 
 
 @dataclass
@@ -160,11 +166,16 @@ class AgentEnvironment(BaseEnvironment):
             if getattr(opts, key) <= 0:
                 raise InputError(f"environment {self.name}: {key} must be positive, got {getattr(opts, key)}",
                                  where=self.where)
+        if opts.max_model_calls is not None and opts.max_model_calls <= 0:
+            raise InputError(f"environment {self.name}: max_model_calls must be positive, got {opts.max_model_calls}",
+                             where=self.where)
         if opts.keep_files_bytes < 0:
             raise InputError(f"environment {self.name}: keep_files_bytes must be 0 or more", where=self.where)
         self.binary = self.find_binary()
         self.version = self.read_version()
         self._identity = {**super().identity(), "cli_version": self.version}
+        if opts.max_model_calls is None:  # unset: the identity (and cached rollouts) of suites that never set it
+            self._identity.pop("max_model_calls")
 
     def find_binary(self) -> str:
         """The binary's absolute path; ``InputError`` with the install command when it is absent."""
@@ -208,6 +219,13 @@ class AgentEnvironment(BaseEnvironment):
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)
 
+    @property
+    def max_calls(self) -> int:
+        """The model calls the forwarder passes on per rollout: ``max_model_calls``, else
+        ``max_turns`` (each CLI makes one call per turn; Codex's call past the limit is refused
+        rather than paid for and then killed)."""
+        return self.options.max_model_calls or self.options.max_turns
+
     def endpoint(self, models: ModelCaller) -> Any:
         """The target model's endpoint; ``InputError`` when the caller or provider cannot serve the CLI."""
         lookup = getattr(models, "endpoint", None)
@@ -233,7 +251,8 @@ class AgentEnvironment(BaseEnvironment):
             remove_tree(home)
 
         try:
-            access = open_access(endpoint, self.upstream(endpoint), network=True)
+            access = open_access(endpoint, self.upstream(endpoint), network=await host_network(),
+                                 max_calls=self.max_calls)
             try:
                 parsed, error, wall = await self._agent(request, workspace, home, access)
             finally:
@@ -293,14 +312,18 @@ class AgentEnvironment(BaseEnvironment):
         (workspace.path / SCRATCH).mkdir(exist_ok=True)
         watch = TurnWatch(opts.max_turns, self.is_turn, self.unreachable)
         try:
-            result = await run_process(access.wrap(self.argv(request.prompt, workspace.path, endpoint)), cwd=workspace.path,
-                                       env=env, stdin=None, limits=limits, watch=watch, binds=self.install_binds())
+            argv = access.wrap(self.argv(request.prompt, workspace.path, endpoint))  # behind the relay, or as is
+            result = await run_process(argv, cwd=workspace.path, env=env, stdin=None, limits=limits, watch=watch,
+                                       binds=self.install_binds() + access.binds)
         except SandboxError as exc:
             return Parsed(), {"kind": "agent_missing", "message": redact(exc.message)}, 0.0
         parsed = self.parse(result.stdout, watch.times)
         tail = _tail(result.stderr)
         error = None
-        if watch.gave_up is not None:
+        if access.grant.refused:
+            error = {"kind": "max_turns", "message": f"{self.cli.binary} was stopped: it asked for more than "
+                                                     f"{self.max_calls} model calls ({self._cap_name()})"}
+        elif watch.gave_up is not None:
             error = {"kind": "connection", "message": f"{self.cli.binary} was stopped: {redact(watch.gave_up)}"}
         elif watch.tripped:
             error = {"kind": "max_turns", "message": f"{self.cli.binary} was stopped after more than max_turns = "
@@ -313,6 +336,10 @@ class AgentEnvironment(BaseEnvironment):
         elif result.exit_code != 0:
             error = {"kind": "agent_failed", "message": f"{self.cli.binary} {result.status()}{tail}"}
         return parsed, error, result.wall_s
+
+    def _cap_name(self) -> str:
+        opts = self.options
+        return f"max_model_calls = {opts.max_model_calls}" if opts.max_model_calls else f"max_turns = {opts.max_turns}"
 
     def _count(self, parsed: Parsed, models: ModelCaller, grant: Grant) -> None:
         """The rollout's spend: the calls and tokens the forwarder saw go to the provider (they

@@ -11,11 +11,13 @@ there), then::
 
 The CLI talks only to the target role's endpoint (``models.endpoint("target")``, which must be
 ``provider: anthropic``), and only through the forwarder: ``ANTHROPIC_BASE_URL`` is the
-forwarder's URL (the provider's path kept) and ``ANTHROPIC_API_KEY`` the rollout's credential,
+forwarder's URL (the provider's path kept; under bubblewrap the in-sandbox relay's, since the CLI
+has no network) and ``ANTHROPIC_API_KEY`` the rollout's credential,
 revoked when the rollout ends. Claude Code passes its environment on to its Bash commands, so
 they see that credential, never the key; nothing else of this process's environment reaches the
 CLI beyond the sandbox's allow-list.
-Telemetry, the auto-updater, error reporting and other non-essential traffic are switched off;
+Telemetry, the auto-updater, error reporting and other non-essential traffic are switched off
+(the documented variables in ``QUIET``), so nothing waits on the missing network;
 the bundled skills are switched off so the agent sees the suite's skill and few others.
 ``CLAUDE_CODE_MAX_RETRIES=0``: a failed model call fails the rollout (recorded as an error, so it
 counts as missing data) instead of the CLI retrying behind the run's back, beyond its time limit

@@ -12,8 +12,10 @@ grant's upstream with the same path and query (Azure's ``api-version`` included)
 comes back as it arrives (an SSE stream chunk by chunk, never buffered whole).
 
 Refused without reaching the provider: no credential, an unknown or revoked one (401, in the
-provider's error shape), a path outside the grant's upstream base path (404). An upstream that
-cannot be reached is a 502. Per grant it counts the calls that reached the provider, those that
+provider's error shape), a path outside the grant's upstream base path (404), and a call past the
+grant's ``max_calls`` (429 with a message naming the cap, which the CLIs report; ``refused``
+counts them: the per-rollout cap holds whatever the CLI's own limits do). An upstream that cannot
+be reached is a 502. Per grant it counts the calls that reached the provider, those that
 failed (a status of 400 or more, or a broken connection), and the tokens the responses report
 (:mod:`skillopt_ci.models.forward_usage`). ``revoke(grant)`` makes the credential worthless at
 once; ``stop()`` revokes every grant. Nothing is logged: a key or credential never leaves the
@@ -56,6 +58,8 @@ DROPPED_REQUEST = frozenset({"connection", "keep-alive", "proxy-authorization", 
                              "accept-encoding", "expect", *CREDENTIAL_HEADERS})
 DROPPED_RESPONSE = frozenset({"connection", "keep-alive", "proxy-authenticate", "trailer", "transfer-encoding",
                               "upgrade", "content-length", "date", "server"})
+ANTHROPIC_ERRORS = {401: "authentication_error", 429: "rate_limit_error", 502: "api_error"}
+OPENAI_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded", 502: "bad_gateway"}
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
 
@@ -75,6 +79,9 @@ class Grant:
     output_tokens: int = 0
     usage_reported: bool = False
     revoked: bool = False
+    max_calls: int | None = None  # calls forwarded at most; the rest are refused (None: no cap)
+    refused: int = 0  # calls refused at the cap
+    _admitted: int = field(default=0, repr=False)
     _key: str = field(default="", repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -91,6 +98,15 @@ class Grant:
     def path_for(self, origin: str) -> str:
         """``base_url`` moved to another origin (``http://127.0.0.1:<port>`` of a relay)."""
         return origin.rstrip("/") + urlsplit(self.upstream).path.rstrip("/")
+
+    def admit(self) -> bool:
+        """Take one call of the cap (False: the cap is reached, the call is refused and counted)."""
+        with self._lock:
+            if self.max_calls is not None and self._admitted >= self.max_calls:
+                self.refused += 1
+                return False
+            self._admitted += 1
+            return True
 
     def _counted(self, status: int, tokens: tuple[int | None, int | None]) -> None:
         with self._lock:
@@ -125,15 +141,20 @@ class _Handler(LoopbackHandler):
         if prefix and not (path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + "?")):
             self._refuse(404, carrier, f"this credential is for {prefix}/… only")
             return
+        if not grant.admit():
+            self._refuse(429, carrier, f"this rollout has made its {grant.max_calls} model calls, the most its "
+                                       "environment allows (max_model_calls, by default max_turns); "
+                                       "no more are forwarded")
+            return
         _forward(self, grant, method, path, body, headers)
 
     def _refuse(self, status: int, carrier: str, message: str) -> None:
         text = f"skillopt-ci forwarder: {message}"
         if carrier == "x-api-key":
-            kind = "authentication_error" if status == 401 else "not_found_error"
+            kind = ANTHROPIC_ERRORS.get(status, "not_found_error")
             payload: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": text}}
         else:
-            code = "invalid_api_key" if status == 401 else "not_found"
+            code = OPENAI_CODES.get(status, "not_found")
             payload = {"error": {"message": text, "type": "invalid_request_error", "code": code}}
         self.send_bytes(status, {"Content-Type": "application/json"}, json.dumps(payload).encode())
 
@@ -306,14 +327,16 @@ class Forwarder(LoopbackService):
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def issue(self, provider: str, api_key: str, upstream: str | None, *, relay_origin: str | None = None) -> Grant:
+    def issue(self, provider: str, api_key: str, upstream: str | None, *, relay_origin: str | None = None,
+              max_calls: int | None = None) -> Grant:
         """A new live credential for one rollout against ``upstream`` (the provider's base URL;
         ``None``: the provider's public one). ``relay_origin``: the origin a relay inside a
-        sandbox listens on, for ``socket_base_url``."""
+        sandbox listens on, for ``socket_base_url``; ``max_calls``: the most calls forwarded."""
         upstream = (upstream or DEFAULT_URLS.get(provider) or "").rstrip("/")
         if urlsplit(upstream).scheme not in ("http", "https") or not urlsplit(upstream).hostname:
             raise ValueError(f"the forwarder needs an http(s) base URL for {provider}, got {upstream!r}")
-        grant = Grant(CREDENTIAL_PREFIX + secrets.token_urlsafe(32), provider, upstream, "", _key=api_key)
+        grant = Grant(CREDENTIAL_PREFIX + secrets.token_urlsafe(32), provider, upstream, "", max_calls=max_calls,
+                      _key=api_key)
         grant.base_url = grant.path_for(self.url)
         if relay_origin is not None:
             grant.socket_base_url = grant.path_for(relay_origin)
