@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parent.parent
 CONTRACTS = (
     "Layers: imports point down only",
     "Core and pure renderers: no SDK, network, database, subprocess or engine",
-    "Only the demo imports skillopt_ci.testing",
-    "The CLI reaches skillopt_ci.testing only through the demo",
+    "Only the demo imports skillopt_ci.sim",
+    "The CLI reaches skillopt_ci.sim only through the demo",
     "Shared leaves outside the layers import nothing above the core",
 )
 
@@ -65,10 +65,10 @@ def test_the_import_contract_is_kept():
     ("core/stats.py", "from skillopt_ci.engine import runner", CONTRACTS[0],
      "skillopt_ci.core.stats -> skillopt_ci.engine"),
     ("train/report.py", "import subprocess", CONTRACTS[1], "skillopt_ci.train.report -> subprocess"),
-    ("engine/runner.py", "from skillopt_ci.testing import server", CONTRACTS[2],
-     "skillopt_ci.engine.runner -> skillopt_ci.testing"),
-    ("cli/__init__.py", "from skillopt_ci.testing import server", CONTRACTS[3],
-     "skillopt_ci.cli -> skillopt_ci.testing"),
+    ("engine/runner.py", "from skillopt_ci.sim import server", CONTRACTS[2],
+     "skillopt_ci.engine.runner -> skillopt_ci.sim"),
+    ("cli/__init__.py", "from skillopt_ci.sim import server", CONTRACTS[3],
+     "skillopt_ci.cli -> skillopt_ci.sim"),
 ], ids=["sqlite-in-core", "engine-in-core", "subprocess-in-renderer", "testing-in-engine", "testing-in-cli"])
 def test_a_forbidden_import_breaks_the_contract(tmp_path, module, line, contract, chain):
     root = copy_source(tmp_path / "src")
@@ -93,7 +93,7 @@ def test_the_wheel_ships_package_data_and_no_fake_github(tmp_path):
 
     assert not [n for n in names if "fakes/" in n or "github_state" in n or n.startswith("tests/")], names
     # What the demo needs of the test servers ships; nothing else of tests/ does.
-    assert "skillopt_ci/testing/server.py" in names and "skillopt_ci/demo.py" in names
+    assert "skillopt_ci/sim/server.py" in names and "skillopt_ci/demo.py" in names
     schemas = {Path(n).name for n in names if n.startswith("skillopt_ci/inputs/schemas/") and n.endswith(".json")}
     assert {"config.schema.json", "suite.schema.json", "result.schema.json", "summary.schema.json",
             "gate.schema.json", "train_summary.schema.json", "proposal.schema.json"} <= schemas
