@@ -42,14 +42,12 @@ def test_chat_replays_a_cache_recorded_before_environments(project, server, tmp_
 
 
 PLUGIN = '''
-"""A plug-in environment: asks the model twice (a draft, then a final answer)."""
+"""A plug-in environment: asks the model twice (a draft, then a final answer). It imports only
+the plug-in API, the package skillopt_ci.envs."""
 import time
 from dataclasses import dataclass
 
-from skillopt_ci.core.errors import ProviderError
-from skillopt_ci.core.messages import Message
-from skillopt_ci.core.trajectory import Rollout, Step
-from skillopt_ci.envs.base import BaseEnvironment
+from skillopt_ci.envs import BaseEnvironment, Message, ProviderError, Rollout, Step
 
 
 @dataclass(frozen=True)

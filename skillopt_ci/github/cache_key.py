@@ -40,7 +40,7 @@ class CacheKey:
 def response_cache_key(config: Config, config_file: Path, names: Sequence[str] = (),
                        shard: Shard | None = None, cwd: Path | None = None) -> CacheKey | None:
     """The key of ``config``'s response cache, or None when the cache is off."""
-    from skillopt_ci.github.action import selected_skills
+    from skillopt_ci.github.context import selected_skills
 
     if config.cache.mode == "off":
         return None

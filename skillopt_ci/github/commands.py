@@ -47,14 +47,14 @@ from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.trust import TrustedLayout, plan_untrusted, refusal_text, trusted_head
 from skillopt_ci.github import trend
-from skillopt_ci.github.action import (
+from skillopt_ci.github.context import (
     Context,
     _config,
     _trust_line,
-    gate_flow,
     missing_key,
     skip,
 )
+from skillopt_ci.github.gate_flow import gate_flow
 from skillopt_ci.github.publisher import Publisher, PublishError, marker
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.settings import PullRequest
@@ -299,7 +299,7 @@ def checkout_head(git: Git, number: int, head_sha: str) -> None:
 
 def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullRequest) -> int:
     """``/skillopt eval``: the head's skills beside the default branch's last score."""
-    from skillopt_ci.github.action import selected_skills
+    from skillopt_ci.github.context import selected_skills
 
     s = ctx.settings
     entries = selected_skills(config, s.skills)

@@ -2,7 +2,8 @@
 
 A shard job (input ``shard: i/n``) runs the gate or the eval on one stable slice of the tasks, as
 ``--shard i/n`` does. Its run directories go to the workflow artifact (action.yml's upload step),
-its job summary says which slice it measured, and it posts nothing: no comment, no check run.
+its job summary says which slice it measured, and it posts nothing: no comment, no check run
+(:func:`~skillopt_ci.github.context.shard_done`, where the gate and eval flows end a shard job).
 
 The merge job (input ``shards-path``: the folder the shard artifacts were downloaded into) finds
 every shard run directory below that folder, merges them (:func:`merge_gate_runs`,
@@ -28,42 +29,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from skillopt_ci.core.errors import EXIT_OK, EXIT_RUNTIME, InputError
+from skillopt_ci.core.errors import EXIT_RUNTIME, InputError
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.core.skill import load_skill
 from skillopt_ci.engine.merge import merge_eval_runs, read_json
 from skillopt_ci.gate.merge import incomplete_note, judge_for, merge_gate_runs
-from skillopt_ci.gate.verdict import GateReport
+from skillopt_ci.github.context import FORK, Context, _config, selected_skills, skip
+from skillopt_ci.github.eval_flow import report_evals
+from skillopt_ci.github.gate_flow import publish_gate
 from skillopt_ci.github.publisher import Publisher, marker
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.sticky import post_sticky
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.render.markdown import code_span, escape_inline
 
-if TYPE_CHECKING:
-    from skillopt_ci.github.action import Context
-
 MAX_LISTED = 20  # missing tasks named in the job summary, per skill
-
-
-def shard_done(ctx: Context, measured: GateReport | list[tuple[str, EvalSummary]]) -> int:
-    """A shard job's end: a job summary naming its slice; nothing is posted to GitHub."""
-    if isinstance(measured, GateReport):
-        mode = "gate"
-        lines = [f"- {escape_inline(s.change.name, 100)}: base and head on {s.head.n_tasks if s.head else 0} "
-                 f"of {len(s.task_ids)} tasks" for s in measured.skills]
-    else:
-        mode = "eval"
-        lines = [f"- {escape_inline(name, 100)}: {summary.n_tasks} tasks of split {code_span(summary.split, 40)}"
-                 for name, summary in measured]
-    body = "\n".join(lines) or "- no configured skill or suite changed"
-    ctx.summary(f"## skillopt-ci {mode}: shard {ctx.settings.shard} evaluated\n\n{body}\n\n"
-                "This job measured one slice of the tasks; the merge job reports the verdict.\n")
-    ctx.outputs["verdict"] = "shard"
-    return EXIT_OK
 
 
 def merge_flow(ctx: Context) -> int:
@@ -97,8 +80,6 @@ def _check_count(ctx: Context, dirs: list[Path], recorded: list[str | None]) -> 
 
 
 def _merge_gate(ctx: Context) -> int:
-    from skillopt_ci.github.action import FORK, _config, publish_gate, skip
-
     s = ctx.settings
     pr = s.gate_pull_request()
     if pr.fork:
@@ -153,8 +134,6 @@ def _eval_shards(root: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _merge_eval(ctx: Context) -> int:
-    from skillopt_ci.github.action import _config, report_evals, selected_skills
-
     s = ctx.settings
     config = _config(ctx)
     found = _eval_shards(_shards_root(ctx))

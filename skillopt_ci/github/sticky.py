@@ -15,7 +15,7 @@ from skillopt_ci.github.runner_files import command
 from skillopt_ci.render.markdown import escape_inline
 
 if TYPE_CHECKING:
-    from skillopt_ci.github.action import Context
+    from skillopt_ci.github.context import Context
 
 
 def post_sticky(ctx: Context, publisher: Publisher, number: int, body: str, *, create: bool = True) -> str | None:

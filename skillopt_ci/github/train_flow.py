@@ -13,7 +13,7 @@ from typing import Any
 
 from skillopt_ci.core.errors import EXIT_OK, EXIT_RUNTIME
 from skillopt_ci.gate.git import Git
-from skillopt_ci.github.action import Context, _config, missing_key, selected_skills, skip
+from skillopt_ci.github.context import Context, _config, missing_key, selected_skills, skip
 from skillopt_ci.github.publisher import Publisher, PublishError
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.inputs.config import Config

@@ -17,8 +17,8 @@ from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
-from skillopt_ci.models.openai_backend import malformed, post_raw, to_provider_error
-from skillopt_ci.models.registry import Endpoint
+from skillopt_ci.models.endpoint import Endpoint
+from skillopt_ci.models.provider_http import malformed, post_raw, to_provider_error
 from skillopt_ci.models.structured import ReplyFormat, anthropic_fields, reply_text
 
 DEFAULT_MAX_TOKENS = 1024

@@ -29,47 +29,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.redact import redact
 from skillopt_ci.inputs.config import BatchSettings, ModelSpec
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec
+from skillopt_ci.models.batch_protocol import BatchClient
 
 BATCH_PROVIDERS = ("openai", "azure-openai", "anthropic")
 POLL_GROWTH = 1.5
 MAX_POLL_FAILURES = 10  # status checks in a row that may fail (connection, 5xx) before giving up
-
-
-class BatchClient(Protocol):
-    """One provider's batch API, on the SDK client of the role's backend."""
-
-    provider: str
-
-    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec],
-                     reply: Any) -> dict[str, Any]: ...
-
-    def read(self, content: bytes, latency: float, reply: Any) -> Completion: ...
-
-    async def submit(self, lines: list[tuple[str, dict[str, Any]]]) -> str: ...
-
-    async def ended(self, batch_id: str) -> bool: ...
-
-    async def results(self, batch_id: str) -> dict[str, bytes | ProviderError]: ...
-
-
-class SpeaksBackend:
-    """A batch client's lines are its backend's own requests and responses: the same body a
-    synchronous call sends, read the same way."""
-
-    backend: Any
-
-    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec],
-                     reply: Any) -> dict[str, Any]:
-        return self.backend.request_body(messages, params, tools, reply)
-
-    def read(self, content: bytes, latency: float, reply: Any) -> Completion:
-        return self.backend.read(content, latency, reply)
 
 
 def batch_problem(spec: ModelSpec) -> str | None:

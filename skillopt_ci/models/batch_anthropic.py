@@ -12,8 +12,8 @@ from typing import Any
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.core.text import cut
 from skillopt_ci.models.anthropic_backend import AnthropicBackend
-from skillopt_ci.models.batch import SpeaksBackend
-from skillopt_ci.models.openai_backend import status_error, to_provider_error
+from skillopt_ci.models.batch_protocol import SpeaksBackend
+from skillopt_ci.models.provider_http import status_error, to_provider_error
 
 _STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
            "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,

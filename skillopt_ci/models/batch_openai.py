@@ -14,8 +14,9 @@ from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.core.text import cut
-from skillopt_ci.models.batch import SpeaksBackend
-from skillopt_ci.models.openai_backend import OpenAIBackend, status_error, to_provider_error
+from skillopt_ci.models.batch_protocol import SpeaksBackend
+from skillopt_ci.models.openai_backend import OpenAIBackend
+from skillopt_ci.models.provider_http import status_error, to_provider_error
 
 ENDED = ("completed", "failed", "expired", "cancelled")
 

@@ -21,12 +21,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from skillopt_ci.core.errors import ProviderError
-from skillopt_ci.core.text import cut
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
-from skillopt_ci.models.limiter import RateInfo, rate_info
-from skillopt_ci.models.registry import Endpoint
-from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
+from skillopt_ci.models.endpoint import Endpoint
+from skillopt_ci.models.provider_http import malformed, post_raw, to_provider_error
 from skillopt_ci.models.structured import ReplyFormat, chat_fields, reply_text
 
 
@@ -78,25 +75,6 @@ class OpenAIBackend:
 
     async def aclose(self) -> None:
         await self._client.close()
-
-
-def _response_class() -> Any:
-    """The HTTP response class both SDKs return for ``cast_to`` (their HTTP library's), or bytes."""
-    try:
-        import httpx2
-
-        return httpx2.Response
-    except ImportError:  # another HTTP library: the body only, without the rate-limit headers
-        return bytes
-
-
-async def post_raw(client: Any, path: str, body: dict[str, Any]) -> tuple[bytes, RateInfo | None]:
-    """POST through the SDK client (its auth, routing and errors), returning the raw body and the
-    rate-limit counters of the response's headers."""
-    raw = await client.post(path, cast_to=_response_class(), body=body)
-    if isinstance(raw, bytes):
-        return raw, None
-    return raw.content, rate_info(raw.headers)
 
 
 def structured(completion: Completion, reply: ReplyFormat | None, provider: str) -> Completion:
@@ -185,41 +163,3 @@ def _tool_call(call: dict[str, Any], index: int) -> ToolCall:
     return ToolCall(id=str(call.get("id") or f"call_{index}"), name=str(function["name"]), arguments=arguments)
 
 
-def malformed(content: bytes) -> ProviderError:
-    snippet = cut(content[:4096].decode("utf-8", "replace"), 120)
-    return ProviderError("malformed", f"unreadable response body: {snippet!r}", retryable=True)
-
-
-def to_provider_error(sdk: Any, exc: Exception) -> ProviderError:
-    """Map an openai/anthropic SDK exception to a :class:`ProviderError` (both SDKs share names)."""
-    if isinstance(exc, sdk.APITimeoutError):
-        return ProviderError("timeout", "the request timed out", retryable=True)
-    if isinstance(exc, sdk.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        detail = f": {type(cause).__name__}" if cause else ""
-        return ProviderError("connection", f"could not reach the server{detail}", retryable=True)
-    if isinstance(exc, sdk.APIStatusError):
-        return status_error(exc.status_code, _error_message(exc), parse_retry_after(exc.response.headers))
-    if isinstance(exc, sdk.APIResponseValidationError):
-        return ProviderError("malformed", cut(exc, 200), retryable=True)
-    return ProviderError("provider", cut(exc, 200))
-
-
-def status_error(status: int, message: str, retry_after: float | None = None) -> ProviderError:
-    """The error for an HTTP status (a response's, or a batch line's ``status_code``)."""
-    if status == 429:
-        return ProviderError("rate_limit", message, status=status, retryable=True, retry_after=retry_after)
-    if status in (401, 403):
-        return ProviderError("auth", f"{status} {message} (check the API key)", status=status)
-    if status in RETRYABLE_STATUS or status >= 500:
-        return ProviderError("server", f"{status} {message}", status=status, retryable=True, retry_after=retry_after)
-    return ProviderError("bad_request", f"{status} {message}", status=status)
-
-
-def _error_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return cut(inner["message"], 300)
-    return cut(getattr(exc, "message", exc), 300)

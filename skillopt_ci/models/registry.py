@@ -8,31 +8,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.redact import SECRETS
 from skillopt_ci.inputs.config import ModelSpec, api_problem
 from skillopt_ci.models.base import Backend
+from skillopt_ci.models.endpoint import Endpoint
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 DEFAULT_AZURE_RESPONSES_API_VERSION = "2025-04-01-preview"  # the Responses API needs a preview version
 KEYLESS = "not-needed"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key but the SDK wants one
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where and how to call one model. ``api_key`` is secret: never print or store it."""
-
-    provider: str
-    model: str
-    api_key: str
-    base_url: str | None = None
-    api_version: str | None = None
-    api: str = "chat"
-
-    def __repr__(self) -> str:
-        return f"Endpoint(provider={self.provider!r}, model={self.model!r}, base_url={self.base_url!r})"
 
 
 def resolve_endpoint(spec: ModelSpec, env: Mapping[str, str] | None = None) -> Endpoint:

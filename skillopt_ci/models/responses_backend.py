@@ -25,14 +25,8 @@ from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
-from skillopt_ci.models.openai_backend import (
-    OpenAIBackend,
-    error_text,
-    malformed,
-    post_raw,
-    structured,
-    to_provider_error,
-)
+from skillopt_ci.models.openai_backend import OpenAIBackend, error_text, structured
+from skillopt_ci.models.provider_http import malformed, post_raw, to_provider_error
 from skillopt_ci.models.structured import ReplyFormat, responses_fields
 
 

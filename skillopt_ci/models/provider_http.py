@@ -1,0 +1,74 @@
+"""What every backend does over HTTP through its SDK client: one POST with the raw body and the
+rate-limit counters back (:func:`post_raw`), and an SDK's exception, an HTTP status or an
+unreadable body as a :class:`~skillopt_ci.core.errors.ProviderError` (:func:`to_provider_error`,
+:func:`status_error`, :func:`malformed`). The openai and anthropic SDKs share the exception
+names, so one mapping serves both; the batch clients map a line's status the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skillopt_ci.core.errors import ProviderError
+from skillopt_ci.core.text import cut
+from skillopt_ci.models.limiter import RateInfo, rate_info
+from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
+
+
+def _response_class() -> Any:
+    """The HTTP response class both SDKs return for ``cast_to`` (their HTTP library's), or bytes."""
+    try:
+        import httpx2
+
+        return httpx2.Response
+    except ImportError:  # another HTTP library: the body only, without the rate-limit headers
+        return bytes
+
+
+async def post_raw(client: Any, path: str, body: dict[str, Any]) -> tuple[bytes, RateInfo | None]:
+    """POST through the SDK client (its auth, routing and errors), returning the raw body and the
+    rate-limit counters of the response's headers."""
+    raw = await client.post(path, cast_to=_response_class(), body=body)
+    if isinstance(raw, bytes):
+        return raw, None
+    return raw.content, rate_info(raw.headers)
+
+
+def malformed(content: bytes) -> ProviderError:
+    snippet = cut(content[:4096].decode("utf-8", "replace"), 120)
+    return ProviderError("malformed", f"unreadable response body: {snippet!r}", retryable=True)
+
+
+def to_provider_error(sdk: Any, exc: Exception) -> ProviderError:
+    """Map an openai/anthropic SDK exception to a :class:`ProviderError` (both SDKs share names)."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return ProviderError("timeout", "the request timed out", retryable=True)
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {type(cause).__name__}" if cause else ""
+        return ProviderError("connection", f"could not reach the server{detail}", retryable=True)
+    if isinstance(exc, sdk.APIStatusError):
+        return status_error(exc.status_code, _error_message(exc), parse_retry_after(exc.response.headers))
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return ProviderError("malformed", cut(exc, 200), retryable=True)
+    return ProviderError("provider", cut(exc, 200))
+
+
+def status_error(status: int, message: str, retry_after: float | None = None) -> ProviderError:
+    """The error for an HTTP status (a response's, or a batch line's ``status_code``)."""
+    if status == 429:
+        return ProviderError("rate_limit", message, status=status, retryable=True, retry_after=retry_after)
+    if status in (401, 403):
+        return ProviderError("auth", f"{status} {message} (check the API key)", status=status)
+    if status in RETRYABLE_STATUS or status >= 500:
+        return ProviderError("server", f"{status} {message}", status=status, retryable=True, retry_after=retry_after)
+    return ProviderError("bad_request", f"{status} {message}", status=status)
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return cut(inner["message"], 300)
+    return cut(getattr(exc, "message", exc), 300)
