@@ -37,8 +37,10 @@ from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.cache import ResponseCache
 from skillopt_ci.models.pool import ModelPool
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.agents import AgentScript
+from skillopt_ci.sim import ScriptedModelServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test-only worlds
+from helpers.agents import AgentScript  # noqa: E402 (tests/helpers, on the path above)
 
 BINARIES = {"codex": "codex", "claude-code": "claude"}
 KEY = "sk-bench-not-a-real-key"

@@ -24,8 +24,8 @@ from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.base import Message
 from skillopt_ci.models.cache import ResponseCache
 from skillopt_ci.models.pool import ModelPool
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.ratelimit import RateLimit
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.ratelimit import RateLimit
 
 PROMPT = "Classify this ticket: the login page is down for everyone"  # 10 tokens
 MAX_TOKENS = 16

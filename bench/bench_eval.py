@@ -33,7 +33,7 @@ CLI = [PY, "-m", "skillopt_ci"]
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [PY, "-m", "skillopt_ci.testing.server", "--latency", str(latency)],
+        [PY, "-m", "skillopt_ci.sim.server", "--latency", str(latency)],
         stdout=subprocess.PIPE,
         text=True,
     )

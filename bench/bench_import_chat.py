@@ -19,7 +19,7 @@ from pathlib import Path
 
 from skillopt_ci.benchmarks.importer import import_benchmark
 from skillopt_ci.benchmarks.manifest import load_manifest
-from skillopt_ci.testing.benchdata import docvqa, livemathematicianbench, searchqa
+from skillopt_ci.sim.benchdata import docvqa, livemathematicianbench, searchqa
 
 
 def _searchqa_source(root: Path, extra: int) -> tuple[Path, int]:

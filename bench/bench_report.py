@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from skillopt_ci.demo import demo_config
-from skillopt_ci.testing.server import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.sim.server import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
 from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.viewer.report import write_html_report
 

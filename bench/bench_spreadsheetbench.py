@@ -28,7 +28,7 @@ from skillopt_ci.core.task import Task
 from skillopt_ci.envs.codegen import Case, CodegenEnvironment, CodegenOptions
 from skillopt_ci.sandbox import Workspace
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.testing.benchdata import spreadsheetbench as fixture
+from skillopt_ci.sim.benchdata import spreadsheetbench as fixture
 
 
 def timed(call) -> float:

@@ -61,7 +61,7 @@ def one_rollout(env, request: RolloutRequest, steps: int) -> float:
 
 def read_file_policy(request):
     """The scripted server's side: ``read_file`` until SDK_STEPS results came back, then answer."""
-    from skillopt_ci.testing.protocols import ScriptedReply, ScriptedToolCall
+    from skillopt_ci.sim.protocols import ScriptedReply, ScriptedToolCall
 
     if len(request.tool_results) < int(os.environ.get("SDK_STEPS", "20")) and \
             sum(m["role"] == "tool" for m in request.messages) < int(os.environ.get("SDK_STEPS", "20")):
@@ -75,7 +75,7 @@ def through_the_sdk(env, request: RolloutRequest, suite: Path, steps: int, rollo
     from skillopt_ci.models.cache import ResponseCache
     from skillopt_ci.models.pool import ModelPool
 
-    server = subprocess.Popen([sys.executable, "-m", "skillopt_ci.testing.server", "--policy",
+    server = subprocess.Popen([sys.executable, "-m", "skillopt_ci.sim.server", "--policy",
                                "bench_tools_loop:read_file_policy"], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "SDK_STEPS": str(steps),
                                    "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])})

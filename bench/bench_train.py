@@ -16,8 +16,8 @@ from pathlib import Path
 from skillopt_ci.demo import demo_config
 from skillopt_ci.inputs.scaffold import example_path
 from skillopt_ci.inputs.suite import load_suite
-from skillopt_ci.testing.server import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SIM_TARGET, SimulatedModels
+from skillopt_ci.sim.server import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SIM_TARGET, SimulatedModels
 from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.train.state import TrainState
 

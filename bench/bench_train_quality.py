@@ -1,4 +1,4 @@
-"""Training quality on the noisy simulated world (skillopt_ci.testing.noisy_world), over many seeds.
+"""Training quality on the noisy simulated world (helpers.noisy_world), over many seeds.
 
 Each run trains the world's seed skill (no rules) with `skillopt-ci train`'s machinery against the
 in-process scripted model server: a noisy target (0.9 correct on a kind whose rule the skill
@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import multiprocessing
 import os
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -41,10 +42,12 @@ from typing import Any
 from skillopt_ci.core.edits import EditCaps, apply_edits
 from skillopt_ci.inputs.config import TrainPolicy
 from skillopt_ci.inputs.suite import load_suite
-from skillopt_ci.testing import noisy_world as world
-from skillopt_ci.testing.server import ScriptedModelServer
+from skillopt_ci.sim.server import ScriptedModelServer
 from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.train.state import TrainState
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test-only worlds
+from helpers import noisy_world as world  # noqa: E402 (tests/helpers, on the path above)
 
 # The defaults before this benchmark's mechanisms: a strict one-pass gate, no screening.
 LEGACY: dict[str, Any] = {"acceptance": "mean"}

@@ -7,7 +7,7 @@ ticket-triage chat suite and the sales-analysis tools suite (Python over a CSV i
 machine and no key is needed; every number printed is labelled as coming from a simulation.
 
 ``demo --benchmark NAME`` does the same for one of the method's benchmarks, with nothing specific
-to it: the benchmark's fixture module (``skillopt_ci.testing.benchdata.<name>``) writes a tiny
+to it: the benchmark's fixture module (``skillopt_ci.sim.benchdata.<name>``) writes a tiny
 dataset in the upstream format (one record per id of the published manifest's first test ids),
 the benchmark's importer turns it into a suite (the real import path), the module's ``policy`` plays the target on the scripted server, and ``bench run``
 evaluates a skill on a few test tasks and prints the results table.
@@ -37,8 +37,8 @@ from skillopt_ci.inputs.config import CacheSettings, Config, ModelSpec, SkillEnt
 from skillopt_ci.inputs.scaffold import example_path
 from skillopt_ci.render.bench_table import bench_text, heading
 from skillopt_ci.render.eval_report import score_table
-from skillopt_ci.testing.server import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SIM_TARGET, SimulatedModels
+from skillopt_ci.sim.server import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SIM_TARGET, SimulatedModels
 from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.train.report import summary_table
 
@@ -143,7 +143,7 @@ def _bundled_code_may_run_unisolated(echo: Callable[[str], None]) -> Iterator[No
             os.environ[policy.OPT_IN] = saved
 
 
-FIXTURES = "skillopt_ci.testing.benchdata"
+FIXTURES = "skillopt_ci.sim.benchdata"
 BENCH_MODEL = "sim-benchmark-1"
 BENCH_TASKS = 5
 STARTER_SKILL = """---

@@ -17,7 +17,7 @@ from types import ModuleType
 from skillopt_ci.benchmarks.draft import SuiteDraft
 from skillopt_ci.benchmarks.manifest import Manifest, load_manifest, pick
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.testing import ScriptedReply, ScriptedRequest
+from skillopt_ci.sim import ScriptedReply, ScriptedRequest
 
 NAME = "fakeqa"
 TITLE = "Fake QA"
@@ -81,7 +81,7 @@ def register(monkeypatch, published: Path, name: str = NAME, title: str = TITLE)
         module.write_fixture = lambda dest, manifest=None: write_fixture(dest, manifest or load_manifest(name))
         monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setitem(benchmarks.BENCHMARKS, name, module.__name__)
-    monkeypatch.setitem(sys.modules, f"skillopt_ci.testing.benchdata.{name}", module)
+    monkeypatch.setitem(sys.modules, f"skillopt_ci.sim.benchdata.{name}", module)
     monkeypatch.setattr(manifest, "PUBLISHED", published)
     return module
 

@@ -15,8 +15,8 @@ import yaml
 
 from skillopt_ci.cli import main
 from skillopt_ci.inputs.scaffold import example_path
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.triage import TriagePolicy
 
 REPO = Path(__file__).resolve().parent.parent
 

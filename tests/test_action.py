@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes.github import FakeGitHub
 from test_gate import (
     ACCOUNT_RULE,
     BETTER_RULES,
@@ -25,9 +24,10 @@ from test_gate import (
 )
 
 from conftest import run_cli
+from fakes.github import FakeGitHub
 from skillopt_ci.github.publisher import MARKER
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.triage import TriagePolicy
 
 
 @pytest.fixture

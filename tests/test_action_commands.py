@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fakes.github import FakeGitHub
 from test_gate import BETTER_RULES, BUG_RULE, SKILL, git, make_repo
 
 from conftest import REPO, run_cli
+from fakes.github import FakeGitHub
 from skillopt_ci.github.commands import HELP, BadCommand, Request, parse_command
 from skillopt_ci.github.publisher import MARKER, read_marker
 

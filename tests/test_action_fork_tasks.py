@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes.github import FakeGitHub
 from test_action_commands import SUITE, CommentedPR, Link, better_skill
 from test_action_fork_trust import assert_refused, hostile
 from test_envs_e2e import tools_project
@@ -21,12 +20,13 @@ from test_gate import SKILL
 from test_sandbox_boundary import needs_bwrap
 
 from conftest import run_cli, write_project
+from fakes.github import FakeGitHub
 from skillopt_ci.gate.git import RawChange
 from skillopt_ci.gate.trust import TrustedLayout, classify
 from skillopt_ci.inputs.fork_data import MAX_TASK_BYTES, task_files
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.protocols import ScriptedReply, ScriptedToolCall
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.protocols import ScriptedReply, ScriptedToolCall
+from skillopt_ci.sim.triage import TriagePolicy
 
 VAL = f"{SUITE}/val.jsonl"
 

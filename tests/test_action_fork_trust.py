@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes.github import FakeGitHub
 from test_action_commands import SUITE, CommentedPR, Link, better_skill
 from test_gate import SKILL
 
+from fakes.github import FakeGitHub
 from skillopt_ci.gate.git import RawChange
 from skillopt_ci.gate.trust import MAX_DOCUMENT_BYTES, TrustedLayout, classify
 

@@ -14,15 +14,15 @@ import subprocess
 import threading
 
 import pytest
-from fakes.github import FakeGitHub
 from test_action import PR
 from test_gate import ACCOUNT_RULE, BETTER_RULES, BILLING_RULE, BUG_RULE, SKILL, git
 
 from conftest import REPO
+from fakes.github import FakeGitHub
 from skillopt_ci.github.action import run_action
 from skillopt_ci.github.publisher import marker, read_marker
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.triage import TriagePolicy
 
 HELD = 120  # seconds: only a bound on a broken test; the release is an event, never a sleep
 

@@ -10,11 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fakes.github import FakeGitHub
 from test_action import PR
 from test_gate import ACCOUNT_RULE, BETTER_RULES, BILLING_RULE, BUG_RULE, SKILL
 
 from conftest import REPO, run_cli, write_project
+from fakes.github import FakeGitHub
 from skillopt_ci.core.shard import Shard
 from skillopt_ci.github.publisher import MARKER
 

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import pytest
-from fakes.github import FakeGitHub
 from test_action import PR
 from test_train import SKILL, train_project
 
 from conftest import run_cli
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
+from fakes.github import FakeGitHub
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
 
 
 @pytest.fixture

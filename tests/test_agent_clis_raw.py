@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from agent_fixtures import agent_bin
-from skillopt_ci.testing import Fault, ScriptedModelServer
-from skillopt_ci.testing.agents import AgentScript
+from helpers.agents import AgentScript
+from skillopt_ci.sim import Fault, ScriptedModelServer
 
 RULED = "---\nname: shout\ndescription: How to write answers for this project.\n---\n# Shout\n" \
         "Write the answer in upper case.\n"

@@ -20,10 +20,10 @@ from test_env_codex_e2e import KEY, codex_project
 
 from agent_fixtures import agent_bin
 from conftest import run_cli
+from helpers.agents import AgentScript
 from skillopt_ci.models.forwarder import shared_forwarder
 from skillopt_ci.sandbox.isolation import isolation
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.agents import AgentScript
+from skillopt_ci.sim import ScriptedModelServer
 
 PROBE = """
 import socket, sys

@@ -22,7 +22,7 @@ from skillopt_ci.envs.base import RolloutRequest
 from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.envs.reply_action import read_action, reference_action
 from skillopt_ci.models.base import Completion, Usage
-from skillopt_ci.testing.benchdata import alfworld as fixture
+from skillopt_ci.sim.benchdata import alfworld as fixture
 
 # (reply, the method's action, ours by default)
 CASES = [

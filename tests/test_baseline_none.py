@@ -25,8 +25,8 @@ from test_train import summary_of, train, train_project
 from conftest import run_cli, write_project
 from skillopt_ci.core.skill import NO_SKILL_NAME, load_skill, no_skill
 from skillopt_ci.inputs.yamlfile import schema_validator
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
 from skillopt_ci.train.pr_body import render_training_pr
 from skillopt_ci.train.records import TrainingSummary
 

@@ -12,7 +12,7 @@ from batch_helpers import KEYS, batch_project, journal, results, summary
 from conftest import run_cli
 from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.models.pricing import price_for
-from skillopt_ci.testing import Fault
+from skillopt_ci.sim import Fault
 
 PROVIDERS = ("openai", "anthropic", "azure-openai")
 

@@ -8,9 +8,9 @@ import json
 import pytest
 import yaml
 from batch_helpers import FAST, KEYS, batch_project, journal, summary
-from fakes.github import FakeGitHub
 
 from conftest import run_cli
+from fakes.github import FakeGitHub
 
 WORLD = '''
 class Counter:

@@ -16,8 +16,8 @@ from skillopt_ci.models.batch_anthropic import AnthropicBatch
 from skillopt_ci.models.batch_openai import OpenAIBatch, _line_outcome
 from skillopt_ci.models.openai_backend import OpenAIBackend
 from skillopt_ci.models.registry import Endpoint
-from skillopt_ci.testing import Fault
-from skillopt_ci.testing.server import echo
+from skillopt_ci.sim import Fault
+from skillopt_ci.sim.server import echo
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 game files, the reference system's per-step prompt, and the score (won within 50 steps).
 
 These tests run the bundled ALFWorld-format world on the fixture's games (written by
-``skillopt_ci.testing.benchdata.alfworld``); ``test_bench_alfworld_real.py`` runs the real
+``skillopt_ci.sim.benchdata.alfworld``); ``test_bench_alfworld_real.py`` runs the real
 ``alfworld`` package on small hand-written PDDL games when it is installed."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from skillopt_ci.envs.base import RolloutRequest
 from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.models.base import Completion, Usage
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.benchdata import alfworld as fixture
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.benchdata import alfworld as fixture
 
 SKILL = "---\nname: household\ndescription: Does household tasks.\n---\nLook in closed places too.\n"
 TRAINED = SKILL + fixture.SKILL_RULE + "\n"

@@ -25,8 +25,8 @@ from skillopt_ci.envs.alfworld import PROMPT, AlfworldWorld, environment
 from skillopt_ci.envs.base import RolloutRequest
 from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.models.base import Completion, Usage
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.benchdata import alfworld as fixture
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.benchdata import alfworld as fixture
 
 alfworld = pytest.importorskip("alfworld", reason="the optional alfworld package is not installed")
 

@@ -15,8 +15,8 @@ from bench_chat import evaluate, import_fixture, openai_target, validate, write_
 
 from conftest import run_cli
 from skillopt_ci.benchmarks.livemathematicianbench import item_seed
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.benchdata import livemathematicianbench as fixture
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.benchdata import livemathematicianbench as fixture
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_toy  # noqa: E402

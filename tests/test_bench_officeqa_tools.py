@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from fakes.tool_model import ScriptedCaller, call, reply, turn
 
+from fakes.tool_model import ScriptedCaller, call, reply, turn
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task

@@ -11,7 +11,7 @@ import yaml
 
 from conftest import run_cli, write_project
 from skillopt_ci.benchmarks.importer import import_benchmark
-from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.sim import ScriptedModelServer
 
 QA_TEST = [f"e{i}" for i in range(1, 9)]  # e2, e4, e6, e8 are answered right: 4 of 8
 MATH_TEST = ["m1", "m2", "m3", "m4", "m5", "m7"]  # m2, m4: 2 of 6
@@ -177,7 +177,7 @@ def test_a_budget_stop_marks_the_cell_incomplete_and_exits_3(bench):
 
 
 def test_a_cell_with_more_errors_than_max_error_rate_fails_the_command(bench):
-    from skillopt_ci.testing import Fault
+    from skillopt_ci.sim import Fault
 
     root, server = bench
     server.inject(*[Fault.status(400, "Scripted refusal.")] * 4)  # not retried: 4 of the 6 rollouts error

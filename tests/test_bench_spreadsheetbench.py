@@ -16,9 +16,9 @@ import yaml
 from conftest import run_cli
 from skillopt_ci.benchmarks.manifest import load_manifest
 from skillopt_ci.inputs.suite import load_suite
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.benchdata import spreadsheetbench as fixture
-from skillopt_ci.testing.benchdata import write_small_manifest
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.benchdata import spreadsheetbench as fixture
+from skillopt_ci.sim.benchdata import write_small_manifest
 
 SAMPLE = Path(__file__).parent / "data" / "benchmarks" / "spreadsheetbench"
 KEYS = {"OPENAI_API_KEY": "sk-test-not-a-key-000000000000"}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from fakes.tool_model import ScriptedCaller, reply
 
+from fakes.tool_model import ScriptedCaller, reply
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task

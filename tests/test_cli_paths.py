@@ -11,7 +11,7 @@ import yaml
 
 from conftest import run_cli, write_project
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
-from skillopt_ci.testing import Fault
+from skillopt_ci.sim import Fault
 
 BUG = "a bug in skillopt-ci"
 

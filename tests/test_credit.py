@@ -16,9 +16,9 @@ from skillopt_ci.core.credit import (
 )
 from skillopt_ci.core.edits import Edit, EditCaps
 from skillopt_ci.core.records import TaskResult
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SIM_OPTIMIZER
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SIM_OPTIMIZER
+from skillopt_ci.sim.triage import TriagePolicy
 from skillopt_ci.train.history import Decision
 from skillopt_ci.train.state import TrainState
 

@@ -18,11 +18,11 @@ import yaml
 
 from agent_fixtures import agent_bin
 from conftest import run_cli
+from helpers.agents import AgentScript
 from skillopt_ci.envs.agent_access import RELAY_ORIGIN
 from skillopt_ci.envs.claude_stream import parse_stream
 from skillopt_ci.models.forwarder import shared_forwarder
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.agents import AgentScript
+from skillopt_ci.sim import ScriptedModelServer
 
 STREAMS = Path(__file__).parent / "data/claude-stream"
 
@@ -372,7 +372,7 @@ def test_a_gate_between_two_skill_versions_with_the_real_cli_and_a_free_rerun(tm
 
 
 def test_a_short_training_run_reads_what_the_agent_did(tmp_path):
-    from skillopt_ci.testing.optimizer_sim import OptimizerSim
+    from skillopt_ci.sim.optimizer_sim import OptimizerSim
 
     binary = claude_bin()
     agent, optimizer = AgentScript(), OptimizerSim()
@@ -456,7 +456,7 @@ print(json.dumps({**RESULT, "result": json.dumps(seen)}))
 
 
 def test_the_cli_reaches_the_model_through_the_forwarder_which_counts_the_spend(tmp_path, unisolated):
-    from skillopt_ci.testing import ScriptedReply
+    from skillopt_ci.sim import ScriptedReply
 
     with ScriptedModelServer(lambda r: ScriptedReply("forwarded", input_tokens=40, output_tokens=9)) as server:
         env, pool, done = rollout(tmp_path, fake_cli(tmp_path, CALLER), base_url=server.anthropic_base_url)

@@ -14,9 +14,9 @@ import yaml
 
 from agent_fixtures import agent_bin
 from conftest import run_cli
-from skillopt_ci.testing import Fault, ScriptedModelServer
-from skillopt_ci.testing.agents import AgentScript
-from skillopt_ci.testing.optimizer_sim import OptimizerSim
+from helpers.agents import AgentScript
+from skillopt_ci.sim import Fault, ScriptedModelServer
+from skillopt_ci.sim.optimizer_sim import OptimizerSim
 
 SUITE = Path(__file__).parent / "data" / "codex-suite"
 SKILL = "skills/greeter/SKILL.md"

@@ -7,9 +7,9 @@ import re
 from typing import Literal
 
 import pytest
-from fakes.tool_model import ScriptedCaller, call, reply, turn
 from test_env_tools import make_suite, rollout
 
+from fakes.tool_model import ScriptedCaller, call, reply, turn
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.envs.functions import schema_from_signature
 from skillopt_ci.envs.registry import build_environment

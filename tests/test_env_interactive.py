@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
+from helpers.textworld import TextWorld, play, reply
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task
@@ -31,8 +32,7 @@ from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.envs.steps_text import render_transcript
 from skillopt_ci.models.base import Completion, Usage
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.textworld import TextWorld, play, reply
+from skillopt_ci.sim import ScriptedModelServer
 
 SUITE = Path(__file__).resolve().parent / "data" / "textworld"
 OPEN_RULE = "Open containers before putting things in them."
@@ -54,7 +54,7 @@ def request(task: Task, skill: str = BASE_SKILL, sample_index: int = 0) -> Rollo
 
 
 def environment(suite_dir: Path = SUITE, **options) -> InteractiveEnvironment:
-    spec = {"type": "interactive", "world": "skillopt_ci.testing.textworld:TextWorld", **options}
+    spec = {"type": "interactive", "world": "helpers.textworld:TextWorld", **options}
     env = build_environment(spec, suite_dir, where=str(suite_dir / "suite.yaml"))
     assert isinstance(env, InteractiveEnvironment)
     return env
@@ -290,9 +290,9 @@ def test_transcript_keeps_start_and_end_within_the_limit():
 
 @pytest.mark.parametrize(("options", "message"), [
     ({"world": "nowhere:World"}, "option \"world\": no module 'nowhere'"),
-    ({"world": "skillopt_ci.testing.textworld:Nope"}, "has no class 'Nope' (classes found: "),
-    ({"world": "skillopt_ci.testing.textworld"}, 'option "world" must be "module:Class"'),
-    ({"world": "skillopt_ci.testing.textworld:ScriptedRequest"}, "has no reset or step method"),
+    ({"world": "helpers.textworld:Nope"}, "has no class 'Nope' (classes found: "),
+    ({"world": "helpers.textworld"}, 'option "world" must be "module:Class"'),
+    ({"world": "helpers.textworld:ScriptedRequest"}, "has no reset or step method"),
     ({"max_steps": 0}, '"max_steps" of environment interactive must be at least 1'),
     ({"action": "json"}, "must be one of tag, last_line"),
     ({"action_tag": "<a>"}, "must be a tag name"),

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes.tool_model import ScriptedCaller, call, reply, turn
 
+from fakes.tool_model import ScriptedCaller, call, reply, turn
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task

@@ -10,8 +10,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from fakes.tool_model import ScriptedCaller, call, reply, turn
 from test_env_tools import make_suite, request_for, rollout
+
+from fakes.tool_model import ScriptedCaller, call, reply, turn
 
 
 def test_the_python_tool_reads_a_task_csv_in_the_workspace(tmp_path):

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from conftest import run_cli
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.optimizer_sim import OptimizerSim
-from skillopt_ci.testing.protocols import ScriptedReply, ScriptedToolCall
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.optimizer_sim import OptimizerSim
+from skillopt_ci.sim.protocols import ScriptedReply, ScriptedToolCall
 
 SUM_CODE = "import csv\nprint(sum(float(r['amount']) for r in csv.DictReader(open('data.csv'))))"
 TABLES = {"t1": [10, 20, 30], "t2": [1.5, 2.5], "t3": [100, -40], "v1": [5, 5, 5], "v2": [7], "v3": [2, 2]}

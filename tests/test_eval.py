@@ -11,7 +11,7 @@ import pytest
 
 from conftest import run_cli, write_project
 from skillopt_ci.inputs.yamlfile import schema_validator
-from skillopt_ci.testing import Fault
+from skillopt_ci.sim import Fault
 
 
 def read_results(run: Path) -> list[dict]:

@@ -18,16 +18,16 @@ from skillopt_ci.core.skill import load_skill
 from skillopt_ci.inputs.scaffold import example_path
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.testing import ScriptedRequest, analyst
-from skillopt_ci.testing.analyst import (
+from skillopt_ci.sim import ScriptedRequest, analyst
+from skillopt_ci.sim.analyst import (
     AnalysisRules,
     AnalystPolicy,
     analysis_code,
     parse_question,
     parse_rules,
 )
-from skillopt_ci.testing.optimizer_sim import OptimizerSim, SkillView, harmful_edit
-from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.sim.optimizer_sim import OptimizerSim, SkillView, harmful_edit
+from skillopt_ci.sim.sim_models import SimulatedModels
 from skillopt_ci.train.optimizer import OptimizerBuffer, ReflectionContext, read_proposal
 from skillopt_ci.train.optimizer.reflect import reflection_messages
 

@@ -10,8 +10,9 @@ from typing import Any
 import github
 import pytest
 import requests
-from fakes.github import FakeGitHub
 from github import Auth, InputGitTreeElement
+
+from fakes.github import FakeGitHub
 
 SKILL = "skills/x/SKILL.md"
 

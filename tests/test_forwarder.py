@@ -22,7 +22,7 @@ import pytest
 from skillopt_ci.models import forward_relay
 from skillopt_ci.models.forward_usage import UsageMeter
 from skillopt_ci.models.forwarder import Forwarder
-from skillopt_ci.testing import ScriptedModelServer, ScriptedReply
+from skillopt_ci.sim import ScriptedModelServer, ScriptedReply
 
 KEY = "sk-real-provider-key-0123456789abcdef"
 

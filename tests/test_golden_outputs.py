@@ -19,14 +19,14 @@ import re
 from pathlib import Path
 
 import pytest
-from fakes.github import FakeGitHub
 from test_action import PR
 from test_action_train import nightly, run_train, training_pulls
 from test_gate import ACCOUNT_RULE, BILLING_RULE, BUG_RULE, SKILL
 
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
-from skillopt_ci.testing.triage import TriagePolicy
+from fakes.github import FakeGitHub
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
+from skillopt_ci.sim.triage import TriagePolicy
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("SKILLOPT_REFRESH_GOLDEN") == "1"

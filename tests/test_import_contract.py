@@ -33,14 +33,14 @@ CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["t
 LAYERS = "Layers: imports point down only"
 PURE = "Core and pure renderers: no SDK, network, database, subprocess or engine"
 SDKS = "SDKs only in their adapters"
-TESTING = "Only the demo imports skillopt_ci.testing"
-CLI_TESTING = "The CLI reaches skillopt_ci.testing only through the demo"
+TESTING = "Only the demo imports skillopt_ci.sim"
+CLI_TESTING = "The CLI reaches skillopt_ci.sim only through the demo"
 LEAVES = "Shared leaves outside the layers import nothing above the core"
 DOUBLES = "The test doubles import no front door and no orchestration"
 CONTRACTS = (LAYERS, PURE, SDKS, TESTING, CLI_TESTING, LEAVES, DOUBLES)
 
 # What sits outside the layers, on purpose (docs/architecture.md, "Outside the layers").
-OUTSIDE_LAYERS = {"prompts", "httpserve", "demo", "testing", "__main__"}
+OUTSIDE_LAYERS = {"prompts", "httpserve", "demo", "sim", "__main__"}
 # Folders of package data that hold Python files which are not modules of the package (the
 # example project's suite tools, copied out by `skillopt-ci init`).
 DATA_FOLDERS = (PACKAGE / "inputs" / "example",)
@@ -119,8 +119,8 @@ def test_the_unmodified_tree_keeps_every_contract(tree):
 # One planted import per package (and per module outside the layers): upward where the package
 # has a layer above it, otherwise the import its contract forbids.
 PLANTS = {
-    "cli": ("cli/__init__.py", "from skillopt_ci.testing import server", CLI_TESTING,
-            "skillopt_ci.cli -> skillopt_ci.testing"),
+    "cli": ("cli/__init__.py", "from skillopt_ci.sim import server", CLI_TESTING,
+            "skillopt_ci.cli -> skillopt_ci.sim"),
     "github": ("github/settings.py", "import skillopt_ci.cli", LAYERS,
                "skillopt_ci.github.settings -> skillopt_ci.cli"),
     "viewer": ("viewer/report.py", "import skillopt_ci.github.sticky", LAYERS,
@@ -151,11 +151,11 @@ PLANTS = {
                 "skillopt_ci.prompts.render -> skillopt_ci.train.entry"),
     "httpserve": ("httpserve.py", "import skillopt_ci.viewer.server", LEAVES,
                   "skillopt_ci.httpserve -> skillopt_ci.viewer.server"),
-    "testing": ("testing/server.py", "import skillopt_ci.engine.runner", DOUBLES,
-                "skillopt_ci.testing.server -> skillopt_ci.engine.runner"),
+    "sim": ("sim/server.py", "import skillopt_ci.engine.runner", DOUBLES,
+                "skillopt_ci.sim.server -> skillopt_ci.engine.runner"),
     "demo": ("demo.py", "import openai", SDKS, "skillopt_ci.demo -> openai"),
-    "__main__": ("__main__.py", "import skillopt_ci.testing.server", CLI_TESTING,
-                 "skillopt_ci.__main__ -> skillopt_ci.testing.server"),
+    "__main__": ("__main__.py", "import skillopt_ci.sim.server", CLI_TESTING,
+                 "skillopt_ci.__main__ -> skillopt_ci.sim.server"),
 }
 
 # Forbidden imports that are not upward: an SDK, a database or a subprocess where it may not be.
@@ -172,10 +172,10 @@ FORBIDDEN = {
     "openai-in-envs": ("envs/tools.py", "import openai", SDKS, "skillopt_ci.envs.tools -> openai"),
     "pygithub-in-engine": ("engine/runner.py", "from github import Github", SDKS,
                            "skillopt_ci.engine.runner -> github"),
-    "testing-in-engine": ("engine/runner.py", "from skillopt_ci.testing import server", TESTING,
-                          "skillopt_ci.engine.runner -> skillopt_ci.testing"),
-    "testing-in-sandbox": ("sandbox/process.py", "import skillopt_ci.testing.server", TESTING,
-                           "skillopt_ci.sandbox.process -> skillopt_ci.testing.server"),
+    "sim-in-engine": ("engine/runner.py", "from skillopt_ci.sim import server", TESTING,
+                          "skillopt_ci.engine.runner -> skillopt_ci.sim"),
+    "sim-in-sandbox": ("sandbox/process.py", "import skillopt_ci.sim.server", TESTING,
+                           "skillopt_ci.sandbox.process -> skillopt_ci.sim.server"),
     "sibling-envs-to-scorers": ("envs/tools.py", "import skillopt_ci.scorers.match", LAYERS,
                                 "skillopt_ci.envs.tools -> skillopt_ci.scorers.match"),
 }

@@ -14,8 +14,8 @@ from skillopt_ci.models.base import Message
 from skillopt_ci.models.cache import ResponseCache
 from skillopt_ci.models.limiter import AdaptiveLimit, RateInfo, parse_duration, rate_info
 from skillopt_ci.models.pool import ModelPool
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.ratelimit import RateLimit
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.ratelimit import RateLimit
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5),

@@ -18,7 +18,7 @@ from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.models.pricing import cost_of, price_for
 from skillopt_ci.models.registry import resolve_endpoint
 from skillopt_ci.models.retry import backoff_delay, parse_retry_after, with_retries
-from skillopt_ci.testing import Fault, ScriptedModelServer, ScriptedReply
+from skillopt_ci.sim import Fault, ScriptedModelServer, ScriptedReply
 
 MESSAGES = [Message("system", "Be brief."), Message("user", "Say hi")]
 

@@ -14,7 +14,7 @@ from wire_helpers import make_pool, protocol_setup, run_calls, tiny_png
 
 from skillopt_ci.models.base import ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.cache import cache_key
-from skillopt_ci.testing import ScriptedModelServer, ScriptedReply, ScriptedToolCall
+from skillopt_ci.sim import ScriptedModelServer, ScriptedReply, ScriptedToolCall
 
 OLD_CACHE = Path(__file__).parent / "data" / "cache_v1.sqlite"  # written by the release before tools
 PLAIN = [Message("system", "Be brief."), Message("user", "Say hi — ünïcode")]

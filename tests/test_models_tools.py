@@ -16,7 +16,7 @@ from skillopt_ci.models.base import ImagePart, Message, ToolCall, ToolSpec, Usag
 from skillopt_ci.models.openai_backend import parse_chat_completion
 from skillopt_ci.models.registry import create_backend, resolve_endpoint
 from skillopt_ci.models.responses_backend import parse_response
-from skillopt_ci.testing import Fault, ScriptedModelServer, ScriptedReply, ScriptedToolCall
+from skillopt_ci.sim import Fault, ScriptedModelServer, ScriptedReply, ScriptedToolCall
 
 ADD = ToolSpec("add", "Add two integers.", {"type": "object", "properties": {"a": {"type": "integer"},
                                                                             "b": {"type": "integer"}}})

@@ -12,14 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import LEGACY_TRAIN
-from skillopt_ci.core.records import TaskResult
-from skillopt_ci.engine.evaluation import EvalRequest, run_eval
-from skillopt_ci.engine.rundir import RunDir
-from skillopt_ci.envs.chat import chat_messages
-from skillopt_ci.inputs.config import CacheSettings, TrainPolicy
-from skillopt_ci.inputs.suite import load_suite
-from skillopt_ci.scorers import build_scorer
-from skillopt_ci.testing.noisy_world import (
+from helpers.noisy_world import (
     CATEGORIES,
     GOOD_RULES,
     HARMFUL_RULES,
@@ -38,7 +31,14 @@ from skillopt_ci.testing.noisy_world import (
     world_config,
     write_world,
 )
-from skillopt_ci.testing.server import ScriptedModelServer
+from skillopt_ci.core.records import TaskResult
+from skillopt_ci.engine.evaluation import EvalRequest, run_eval
+from skillopt_ci.engine.rundir import RunDir
+from skillopt_ci.envs.chat import chat_messages
+from skillopt_ci.inputs.config import CacheSettings, TrainPolicy
+from skillopt_ci.inputs.suite import load_suite
+from skillopt_ci.scorers import build_scorer
+from skillopt_ci.sim.server import ScriptedModelServer
 from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.train.optimizer import OptimizerBuffer, ReflectionContext, read_proposal
 from skillopt_ci.train.optimizer.reflect import FAILURE, reflection_messages

@@ -26,9 +26,10 @@ from skillopt_ci.models.cache import ResponseCache
 from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.prompts.render import load_template
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.testing import Fault, ScriptedModelServer, ScriptedReply
-from skillopt_ci.testing.optimizer_sim import HARMFUL_RULES, REFERENCE_RULES, OptimizerSim, norm
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import Fault, ScriptedModelServer, ScriptedReply
+from skillopt_ci.sim.optimizer_sim import HARMFUL_RULES, REFERENCE_RULES, OptimizerSim
+from skillopt_ci.sim.skill_view import norm
+from skillopt_ci.sim.triage import TriagePolicy
 from skillopt_ci.train.optimizer import (
     EpochEdit,
     OptimizerBuffer,
@@ -513,7 +514,7 @@ def test_meta_skill_provider_error(tmp_path):
 
 @pytest.mark.parametrize("name", ["reflect_failures.md", "reflect_successes.md", "slow_update.md", "meta_skill.md"])
 def test_templates_state_the_format_and_are_recognised_by_the_sim(name):
-    from skillopt_ci.testing.optimizer_sim import HEADERS
+    from skillopt_ci.sim.reflection_prompt import HEADERS
 
     template = load_template(name)
     assert template.splitlines()[0] in HEADERS

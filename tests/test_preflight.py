@@ -135,8 +135,8 @@ def test_published_skill_with_long_description_and_other_name_is_usable(project,
 def test_train_prints_warnings_and_lists_them_in_json(tmp_path):
     from test_train import train_project
 
-    from skillopt_ci.testing import ScriptedModelServer
-    from skillopt_ci.testing.sim_models import SimulatedModels
+    from skillopt_ci.sim import ScriptedModelServer
+    from skillopt_ci.sim.sim_models import SimulatedModels
 
     with ScriptedModelServer(SimulatedModels()) as sim:
         project = train_project(tmp_path / "p", sim.openai_base_url, train={"epochs": 1})

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 from conftest import run_cli, write_project
 from skillopt_ci.models.limiter import AdaptiveLimit
-from skillopt_ci.testing import Fault
+from skillopt_ci.sim import Fault
 
 
 def hhmm_between(start: datetime, end: datetime, seconds: float) -> set[str]:

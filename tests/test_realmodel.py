@@ -28,8 +28,8 @@ import yaml
 
 from conftest import run_cli, write_project
 from skillopt_ci.inputs.yamlfile import schema_validator
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
 from skillopt_ci.train.history import Decision
 from skillopt_ci.train.state import TrainState
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes.github import FakeGitHub
 from test_action import PR
 from test_gate import SKILL, make_repo
 
 from conftest import run_cli, write_project
+from fakes.github import FakeGitHub
 from skillopt_ci.core.redact import (
     SECRETS,
     SafeStream,
@@ -27,9 +27,9 @@ from skillopt_ci.core.redact import (
     write_command,
 )
 from skillopt_ci.inputs.config import ModelSpec
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.server import Fault
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.server import Fault
+from skillopt_ci.sim.triage import TriagePolicy
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 TOKEN = "ghs_TESTTOKEN0123456789abcdefXYZ"
@@ -178,7 +178,7 @@ def test_action_sends_no_key_or_token_to_github_or_the_runner_files(tmp_path):
 def test_training_writes_no_key_when_the_provider_echoes_it(tmp_path):
     from test_train import train_project
 
-    from skillopt_ci.testing.sim_models import SimulatedModels
+    from skillopt_ci.sim.sim_models import SimulatedModels
 
     with ScriptedModelServer(SimulatedModels()) as server:
         server.fault_plan = lambda r: echo_auth(r) if r.call_index % 7 == 3 else None

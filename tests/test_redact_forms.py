@@ -27,9 +27,9 @@ from skillopt_ci.core.redact import SECRETS, SafeStream, defuse_commands, redact
 from skillopt_ci.core.text import clip
 from skillopt_ci.models.batch import BatchJournal
 from skillopt_ci.render.markdown import code_block, code_span, escape_inline, truncate
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.server import Fault
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.server import Fault
+from skillopt_ci.sim.triage import TriagePolicy
 
 # Characters every encoder treats differently: & (HTML), _ and - (markdown), / + = (base64, URLs).
 KEY = "acme-Tq7&Zp_-Lm9/Xw+Rb=Kd3Vn8Hs2Qy5"

@@ -14,7 +14,7 @@ from skillopt_ci.core.records import EvalSummary, TaskResult, summarize
 from skillopt_ci.core.trajectory import Step
 from skillopt_ci.render.eval_report import eval_report
 from skillopt_ci.render.markdown import ZWSP, code_span, escape_inline
-from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.sim import ScriptedModelServer
 
 MD = MarkdownIt("commonmark").enable("table").enable("strikethrough")
 

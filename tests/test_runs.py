@@ -23,8 +23,8 @@ from skillopt_ci.engine.evaluation import EvalRequest, run_eval
 from skillopt_ci.inputs.config import load_config
 from skillopt_ci.models.base import Completion, Message, Usage
 from skillopt_ci.models.cache import ResponseCache, cache_key
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.triage import TriagePolicy
 
 PY = sys.executable
 

@@ -24,15 +24,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from fakes.tool_model import ScriptedCaller, call, reply, turn
 from test_env_tools import make_suite, rollout
 from test_envs_e2e import KEYS, PROTOCOLS, tools_project
 
 from conftest import run_cli
+from fakes.tool_model import ScriptedCaller, call, reply, turn
 from skillopt_ci.core.errors import EXIT_RUNTIME
 from skillopt_ci.sandbox import Binds, SandboxError, SandboxLimits, Workspace, isolation, policy
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.protocols import ScriptedReply, ScriptedToolCall
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.protocols import ScriptedReply, ScriptedToolCall
 
 TOKEN = "ghs_boundaryTestToken0123456789abcdefXYZ"
 isolation_module = importlib.import_module("skillopt_ci.sandbox.isolation")

@@ -18,8 +18,8 @@ from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.sandbox import Workspace
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.protocols import ScriptedReply, ScriptedToolCall
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.protocols import ScriptedReply, ScriptedToolCall
 
 TASK = Task(id="t1", input="write the answer")
 CHECK = "import sys\ntext = open('answer.txt').read().strip()\nprint('answer.txt holds', repr(text))\nsys.exit(0 if text == 'forty-two' else 1)\n"

@@ -18,7 +18,7 @@ import anthropic
 import openai
 import pytest
 
-from skillopt_ci.testing import (
+from skillopt_ci.sim import (
     Fault,
     RecordedCall,
     ScriptedModelServer,
@@ -578,7 +578,7 @@ def test_command_line_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None
             """
         )
     )
-    command = [sys.executable, "-m", "skillopt_ci.testing.server", "--port", "0"]
+    command = [sys.executable, "-m", "skillopt_ci.sim.server", "--port", "0"]
     command += ["--latency", "0.05", "--policy", "my_policy:shout"]
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
     with subprocess.Popen(

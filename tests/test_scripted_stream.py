@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import anthropic
 import openai
 import pytest
 
-from skillopt_ci.testing import Fault, ScriptedModelServer, ScriptedReply, ScriptedToolCall
-from skillopt_ci.testing.agents import AgentScript, apply_rules, claude_skills, codex_skills
+from helpers.agents import AgentScript, apply_rules, claude_skills, codex_skills
+from skillopt_ci.sim import Fault, ScriptedModelServer, ScriptedReply, ScriptedToolCall
 
 PATCH = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch"
 
@@ -202,8 +204,10 @@ def test_the_server_process_plays_the_scripted_agent(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "skillopt_ci.testing.server", "--policy",
-                             "skillopt_ci.testing.agents:play"], stdout=subprocess.PIPE, text=True)
+    tests = str(Path(__file__).resolve().parent)  # helpers.agents lives under tests/
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.Popen([sys.executable, "-m", "skillopt_ci.sim.server", "--policy",
+                             "helpers.agents:play"], stdout=subprocess.PIPE, text=True, env=env)
     try:
         url = proc.stdout.readline().split()[1]
         with openai.OpenAI(api_key="t", base_url=url + "/v1", max_retries=0) as client:

@@ -13,7 +13,7 @@ import pytest
 from test_scripted_server import raw_post
 from wire_helpers import tiny_png
 
-from skillopt_ci.testing import Fault, ScriptedModelServer, ScriptedReply, ScriptedToolCall
+from skillopt_ci.sim import Fault, ScriptedModelServer, ScriptedReply, ScriptedToolCall
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 PNG = tiny_png((1, 2, 3))

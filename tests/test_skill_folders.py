@@ -17,8 +17,8 @@ from conftest import run_cli
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import load_skill, parse_skill, skill_hash
 from skillopt_ci.inputs.suite import load_suite
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.state import TrainState
 

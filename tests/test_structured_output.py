@@ -14,7 +14,7 @@ from conftest import run_cli, write_project
 from skillopt_ci.inputs.yamlfile import load_schema, schema_validator
 from skillopt_ci.models.base import Message
 from skillopt_ci.models.structured import ReplyFormat, strict_schema, undo_strict
-from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.train.optimizer.ask import ask_json
 from skillopt_ci.train.optimizer.proposals import PROPOSAL_REPLY, read_proposal
 

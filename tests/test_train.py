@@ -16,8 +16,8 @@ import yaml
 
 from conftest import LEGACY_TRAIN, run_cli, write_project
 from skillopt_ci.inputs.yamlfile import schema_validator
-from skillopt_ci.testing import Fault, ScriptedModelServer
-from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
+from skillopt_ci.sim import Fault, ScriptedModelServer
+from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.train.history import Decision, StepKind, stable_history
 from skillopt_ci.train.state import TrainState
 

@@ -14,8 +14,8 @@ from test_train import train, train_project
 from conftest import run_cli
 from skillopt_ci.inputs.acceptance import DEFAULT, LEGACY_FLAGS, NAMES, read_legacy, rule_of_flags
 from skillopt_ci.inputs.yamlfile import load_schema
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
 from skillopt_ci.train.acceptance import RULES, PairedRule, ScreenedRule, rule_named
 from skillopt_ci.train.state import TrainState
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from test_train import train_project
 
 from conftest import run_cli
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
 
 
 def test_rerun_of_a_finished_training_says_it_is_complete(tmp_path):

@@ -19,8 +19,8 @@ from skillopt_ci.engine.rundir import RunDir
 from skillopt_ci.inputs.config import Budgets, TrainPolicy
 from skillopt_ci.inputs.scaffold import example_path
 from skillopt_ci.inputs.suite import load_suite
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.train.credit import CreditAssigner
 from skillopt_ci.train.evaluate import BudgetExhausted, BudgetMeter, EarlyStop, StageEvaluator
 from skillopt_ci.train.gate import ValidationGate, Verdict

@@ -12,9 +12,9 @@ import pytest
 from test_train import SKILL, kill_and_resume, train_project
 
 from conftest import LEGACY_TRAIN, run_cli
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
+from skillopt_ci.sim.triage import TriagePolicy
 from skillopt_ci.train.history import Decision, stable_history
 from skillopt_ci.train.screen import count
 from skillopt_ci.train.state import TrainState

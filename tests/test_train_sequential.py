@@ -13,9 +13,9 @@ import pytest
 from test_train import kill_and_resume, train, train_project
 
 from conftest import LEGACY_TRAIN
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SIM_OPTIMIZER, SimulatedModels
-from skillopt_ci.testing.triage import REFERENCE_SKILL, parse_rules, triage
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
+from skillopt_ci.sim.triage import REFERENCE_SKILL, parse_rules, triage
 from skillopt_ci.train.history import Decision, stable_history
 from skillopt_ci.train.state import TrainState
 

@@ -12,8 +12,8 @@ from test_train import train, train_project
 
 from skillopt_ci.core.edits import Edit, EditOutcome
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
 from skillopt_ci.train.history import (
     CreditNote,
     Decision,

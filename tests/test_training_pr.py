@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from fakes.github import FakeGitHub
 
+from fakes.github import FakeGitHub
 from skillopt_ci.core.edits import Edit
 from skillopt_ci.github.publisher import Publisher, PublishError
 from skillopt_ci.github.retry import RetryPolicy

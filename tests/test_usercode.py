@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes.tool_model import ScriptedCaller, call, reply, turn
 from test_env_tools import make_suite, rollout
 from test_gate import commit_on_branch, make_repo, skill_text
 
 from conftest import run_cli
+from fakes.tool_model import ScriptedCaller, call, reply, turn
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.envs.registry import build_environment
 

@@ -51,9 +51,9 @@ from test_viewer_steps import (
 from conftest import run_cli, write_project
 from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.render.eval_report import summary_row
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.sim_models import SimulatedModels
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.sim_models import SimulatedModels
+from skillopt_ci.sim.triage import TriagePolicy
 from skillopt_ci.viewer import html as viewer_html
 from skillopt_ci.viewer.bundle import TEXT_CHARS
 from skillopt_ci.viewer.server import ViewerServer

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.cache import ResponseCache
 from skillopt_ci.models.pool import ModelPool
-from skillopt_ci.testing import ScriptedModelServer
+from skillopt_ci.sim import ScriptedModelServer
 
 
 def tiny_png(rgb: tuple[int, int, int] = (255, 0, 0)) -> bytes:

@@ -4,7 +4,7 @@
 folders), imported by path under a module name unique to that file so two suites may each have
 a ``world.py``; ``sys.path`` is not touched. The path stays inside the suite folder (no ``..``,
 no absolute path, no symlink out: an ``InputError``) and the file is loaded from its source.
-When no such file exists, ``module`` is imported as an installed module (``skillopt_ci.testing.textworld:TextWorld``, ``alfworld_adapter:World``).
+When no such file exists, ``module`` is imported as an installed module (``my_pkg.worlds:MazeWorld``, ``alfworld_adapter:World``).
 Every failure is an ``InputError`` naming ``where`` (the suite file) and the option.
 """
 

@@ -1,5 +1,5 @@
 """A fault-injecting HTTP proxy on 127.0.0.1, in front of a model server (usually the
-:class:`~skillopt_ci.testing.server.ScriptedModelServer`).
+:class:`~skillopt_ci.sim.server.ScriptedModelServer`).
 
 Each request either passes through to ``upstream`` unchanged or meets one :class:`Injection`:
 a 401 whose body echoes the request's credentials, an HTML page with status 200, malformed

@@ -8,9 +8,9 @@ import threading
 import time
 
 import pytest
-from fakes.fault_proxy import FaultProxy, Injection
 
-from skillopt_ci.testing import ScriptedModelServer
+from fakes.fault_proxy import FaultProxy, Injection
+from skillopt_ci.sim import ScriptedModelServer
 
 BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello #t-1#"}]})
 

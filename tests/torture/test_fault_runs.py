@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from fakes.fault_proxy import FaultProxy, Injection
 from torture_checks import (
     SECRET_ENV,
     assert_no_secret,
@@ -28,10 +27,11 @@ from torture_checks import (
 )
 
 from conftest import run_cli, write_project
+from fakes.fault_proxy import FaultProxy, Injection
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.models.retry import with_retries
-from skillopt_ci.testing import ScriptedModelServer
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim import ScriptedModelServer
+from skillopt_ci.sim.triage import TriagePolicy
 
 I = Injection  # noqa: E741 - the scenario table reads better with a short name
 VAL_IDS = [f"val-{i:02d}" for i in range(1, 13)]

@@ -44,12 +44,8 @@ from types import MappingProxyType
 from typing import Any
 
 from skillopt_ci.inputs.config import CacheSettings, Config, ModelSpec, SkillEntry, TrainPolicy
-from skillopt_ci.testing.optimizer_sim import (
-    OptimizerSim,
-    _fenced_after,
-    _find_prompt,
-    parse_trajectories,
-)
+from skillopt_ci.sim.optimizer_sim import OptimizerSim
+from skillopt_ci.sim.reflection_prompt import fenced_after, find_prompt, parse_trajectories
 
 TARGET_MODEL = "noisy-target-1"
 OPTIMIZER_MODEL = "noisy-optimizer-1"
@@ -182,7 +178,7 @@ class NoisyOptimizer:
         self._other = OptimizerSim(bad_every=0)
 
     def __call__(self, request: Any) -> str:
-        prompt, kind = _find_prompt(request)
+        prompt, kind = find_prompt(request)
         if kind == "failure":
             answer = self.reflect_failures(prompt)
         elif kind == "success":
@@ -192,7 +188,7 @@ class NoisyOptimizer:
         return "```json\n" + json.dumps(answer, indent=2) + "\n```"
 
     def reflect_failures(self, prompt: str) -> dict[str, Any]:
-        skill, trajectories = _fenced_after(prompt, "## Current skill"), parse_trajectories(prompt)
+        skill, trajectories = fenced_after(prompt, "## Current skill"), parse_trajectories(prompt)
         if skill is None or not trajectories:
             return {"analysis": "could not find the skill or the trajectories", "edits": []}
         have = effect(skill)
@@ -216,7 +212,7 @@ class NoisyOptimizer:
                 "edits": edits}
 
     def reflect_successes(self, prompt: str) -> dict[str, Any]:
-        skill = _fenced_after(prompt, "## Current skill") or ""
+        skill = fenced_after(prompt, "## Current skill") or ""
         roll = _digest(prompt)
         edits = []
         if roll % 3 == 1 and _max_edits(prompt) > 0 and (useless := _fresh_useless(skill, roll // 3)) is not None:

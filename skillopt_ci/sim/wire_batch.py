@@ -24,7 +24,7 @@ from email.policy import default as email_policy
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from skillopt_ci.testing.protocols import WireResponse, error_response, json_response
+from skillopt_ci.sim.protocols import WireResponse, error_response, json_response
 
 Answer = Callable[[str, bytes, dict[str, str], "str | None"], WireResponse]
 

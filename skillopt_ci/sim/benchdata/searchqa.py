@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
-from skillopt_ci.testing.protocols import ScriptedRequest
+from skillopt_ci.sim.protocols import ScriptedRequest
 
 CITIES = ("Lyon", "Porto", "Ghent", "Tartu", "Bergen", "Split", "Kraków", "Bilbao", "Graz", "Turku", "Malmö", "Cork")
 PER_SPLIT = 3

@@ -1,7 +1,7 @@
 """A small deterministic text world, and a simulated player for it.
 
 :class:`TextWorld` is an environment class for the ``interactive`` environment
-(``world: skillopt_ci.testing.textworld:TextWorld``): a few rooms joined by exits, objects lying
+(``world: helpers.textworld:TextWorld``): a few rooms joined by exits, objects lying
 in them, and one goal per task. The layout comes from the task record::
 
     {"id": "key-box", "input": "Put the key in the box.",
@@ -21,7 +21,7 @@ articles are ignored. A command the world does not know gets ``Nothing happens.`
 but cannot carry out says why (``The box is closed.``). Every observation ends with a view of the
 room: ``You are in the hall. You see: a box (closed), a key. Exits: north. You carry: nothing.``
 
-:func:`play` is a :class:`~skillopt_ci.testing.ScriptedModelServer` policy that plays the world
+:func:`play` is a :class:`~skillopt_ci.sim.ScriptedModelServer` policy that plays the world
 from the last user message (its goal, its ``> action`` history lines and the room view of the
 current observation). Like the triage simulation it does not understand language: it follows
 the rules the skill (the system prompt) states, and nothing else. Rules it understands:
@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillopt_ci.testing.protocols import ScriptedRequest
+from skillopt_ci.sim.protocols import ScriptedRequest
 
 DIRECTIONS = {"n": "north", "s": "south", "e": "east", "w": "west", "u": "up", "d": "down"}
 REVERSE = {"north": "south", "south": "north", "east": "west", "west": "east", "up": "down", "down": "up"}
@@ -335,5 +335,5 @@ def reply(system: str, user: str) -> str:
 
 
 def play(request: ScriptedRequest) -> str:
-    """The scripted server policy (``--policy skillopt_ci.testing.textworld:play``)."""
+    """The scripted server policy (``--policy helpers.textworld:play``)."""
     return reply(request.system, request.last_user)

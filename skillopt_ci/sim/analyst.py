@@ -1,6 +1,6 @@
 """A simulated target model for the bundled sales-analysis example (a ``tools`` suite).
 
-Like :mod:`skillopt_ci.testing.triage`, it is honest about being a simulation: it does not
+Like :mod:`skillopt_ci.sim.triage`, it is honest about being a simulation: it does not
 understand the data, it writes one fixed analysis script and adapts it only to the rules the
 skill states. So the score of a skill on the example suite is decided by which rules it has.
 
@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from skillopt_ci.testing.protocols import ScriptedReply, ScriptedRequest, ScriptedToolCall
+from skillopt_ci.sim.protocols import ScriptedReply, ScriptedRequest, ScriptedToolCall
 
 TRAPS = ("duplicates", "refunds", "cents", "currency")
 

@@ -9,7 +9,7 @@ refuses it. Faults (rate limits, server errors, slow or malformed answers, dropp
 can be injected per request. The batch APIs (OpenAI files and batches, Azure's too, Anthropic Message
 Batches) answer each line through the same policy and faults (:mod:`wire_batch`; ``server.batches``
 holds their state and ``server.batches.delay`` how long a batch takes). Run it in its own process with
-``python -m skillopt_ci.testing.server --port 0 --latency 0.1 --policy module:function``.
+``python -m skillopt_ci.sim.server --port 0 --latency 0.1 --policy module:function``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
-from skillopt_ci.testing.constrained import constrain
-from skillopt_ci.testing.protocols import (
+from skillopt_ci.sim.constrained import constrain
+from skillopt_ci.sim.protocols import (
     Fault,
     RequestError,
     ScriptedReply,
@@ -44,8 +44,8 @@ from skillopt_ci.testing.protocols import (
     route,
     stream_response,
 )
-from skillopt_ci.testing.ratelimit import RateLimit
-from skillopt_ci.testing.wire_batch import BatchStore
+from skillopt_ci.sim.ratelimit import RateLimit
+from skillopt_ci.sim.wire_batch import BatchStore
 
 __all__ = ["Fault", "RecordedCall", "ScriptedModelServer", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall"]
 
@@ -132,7 +132,7 @@ class ScriptedModelServer(LoopbackService):
 
     ``policy(request) -> str | ScriptedReply`` is called concurrently from handler threads and
     must be thread-safe; ``None`` echoes the last user message. ``latency`` (seconds) delays every
-    successful reply. ``rate_limit`` (:class:`~skillopt_ci.testing.ratelimit.RateLimit`) answers
+    successful reply. ``rate_limit`` (:class:`~skillopt_ci.sim.ratelimit.RateLimit`) answers
     429 beyond a requests/tokens-per-minute budget and sends the rate-limit headers.
     ``policy``, ``latency`` and ``fault_plan`` may be reassigned at any time.
     Requests to unknown routes and invalid bodies are answered (404/400) but neither recorded
@@ -287,7 +287,7 @@ def _load_policy(spec: str) -> Policy:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve until SIGTERM or SIGINT; print ``READY <url>`` once listening. Returns 0."""
-    parser = argparse.ArgumentParser(prog="python -m skillopt_ci.testing.server")
+    parser = argparse.ArgumentParser(prog="python -m skillopt_ci.sim.server")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
-from skillopt_ci.testing.protocols import ScriptedReply, ScriptedRequest, ScriptedToolCall
+from skillopt_ci.sim.protocols import ScriptedReply, ScriptedRequest, ScriptedToolCall
 
 DOCS = "treasury_bulletins_parsed/transformed"
 COLUMNS = ("uid", "question", "answer", "source_docs", "source_files", "difficulty")

@@ -1,6 +1,6 @@
 """OpenAI Chat Completions (also Azure's) and the OpenAI Responses API, as the scripted server
 reads and answers them. Parsing gives ``(system, messages, tools, params)`` in the normalized
-shape :class:`~skillopt_ci.testing.protocols.ScriptedRequest` documents; formatting gives the
+shape :class:`~skillopt_ci.sim.protocols.ScriptedRequest` documents; formatting gives the
 body the ``openai`` SDK parses."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import uuid
 from typing import Any
 
-from skillopt_ci.testing.wire_common import RequestError, decode_data_url, flatten_content
+from skillopt_ci.sim.wire_common import RequestError, decode_data_url, flatten_content
 
 Parsed = tuple[str, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]
 

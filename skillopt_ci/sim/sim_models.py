@@ -4,17 +4,17 @@ Requests for ``sim-optimizer-1`` go to the simulated optimizer (:mod:`optimizer_
 other model name is the target: a request that offers tools (the sales-analysis example, a
 ``tools`` suite) goes to the simulated analyst (:mod:`analyst`), any other to the simulated
 ticket-triage target (:mod:`triage`). Run them in their
-own process with ``python -m skillopt_ci.testing.server --policy
-skillopt_ci.testing.sim_models:simulated_models``.
+own process with ``python -m skillopt_ci.sim.server --policy
+skillopt_ci.sim.sim_models:simulated_models``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from skillopt_ci.testing.analyst import AnalystPolicy
-from skillopt_ci.testing.optimizer_sim import OptimizerSim
-from skillopt_ci.testing.triage import TriagePolicy
+from skillopt_ci.sim.analyst import AnalystPolicy
+from skillopt_ci.sim.optimizer_sim import OptimizerSim
+from skillopt_ci.sim.triage import TriagePolicy
 
 SIM_TARGET = "sim-triage-1"
 SIM_OPTIMIZER = "sim-optimizer-1"

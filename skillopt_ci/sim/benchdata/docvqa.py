@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 
 from skillopt_ci.benchmarks.manifest import Manifest, ManifestItem, load_manifest
-from skillopt_ci.testing.protocols import ScriptedRequest
+from skillopt_ci.sim.protocols import ScriptedRequest
 
 PER_SPLIT = 3
 NAMES = ("Dr. R. Keller", "Ms. A. Brandt", "Mr. J. Okafor", "Prof. L. Moreau", "Dr. S. Ito")

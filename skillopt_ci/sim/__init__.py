@@ -1,6 +1,6 @@
 """Test doubles that ship with skillopt-ci: local servers speaking the real wire protocols.
 
-Names are loaded on first use, so ``python -m skillopt_ci.testing.server`` runs the server module
+Names are loaded on first use, so ``python -m skillopt_ci.sim.server`` runs the server module
 once, as a script, without importing it a second time through this package.
 """
 
@@ -10,12 +10,12 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "Fault": "skillopt_ci.testing.protocols",
-    "ScriptedReply": "skillopt_ci.testing.protocols",
-    "ScriptedRequest": "skillopt_ci.testing.protocols",
-    "ScriptedToolCall": "skillopt_ci.testing.protocols",
-    "RecordedCall": "skillopt_ci.testing.server",
-    "ScriptedModelServer": "skillopt_ci.testing.server",
+    "Fault": "skillopt_ci.sim.protocols",
+    "ScriptedReply": "skillopt_ci.sim.protocols",
+    "ScriptedRequest": "skillopt_ci.sim.protocols",
+    "ScriptedToolCall": "skillopt_ci.sim.protocols",
+    "RecordedCall": "skillopt_ci.sim.server",
+    "ScriptedModelServer": "skillopt_ci.sim.server",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -15,20 +15,20 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from skillopt_ci.testing.wire_anthropic import format_anthropic, parse_anthropic
-from skillopt_ci.testing.wire_common import (
+from skillopt_ci.sim.wire_anthropic import format_anthropic, parse_anthropic
+from skillopt_ci.sim.wire_common import (
     RequestError,
     ScriptedToolCall,
     flatten_content,
     reply_tokens,
 )
-from skillopt_ci.testing.wire_openai import (
+from skillopt_ci.sim.wire_openai import (
     format_chat,
     format_responses,
     parse_chat,
     parse_responses,
 )
-from skillopt_ci.testing.wire_stream import stream_frames
+from skillopt_ci.sim.wire_stream import stream_frames
 
 __all__ = ["Fault", "RequestError", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall", "flatten_content"]
 

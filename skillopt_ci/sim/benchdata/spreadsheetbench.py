@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
-from skillopt_ci.testing.protocols import ScriptedRequest
+from skillopt_ci.sim.protocols import ScriptedRequest
 
 KINDS = ("sum", "upper", "double")
 FOLDER = "spreadsheetbench_verified_400"

@@ -1,6 +1,6 @@
 """Anthropic Messages as the scripted server reads and answers them. Parsing gives ``(system,
 messages, tools, params)`` in the normalized shape
-:class:`~skillopt_ci.testing.protocols.ScriptedRequest` documents: a user turn's
+:class:`~skillopt_ci.sim.protocols.ScriptedRequest` documents: a user turn's
 ``tool_result`` blocks become ``role: tool`` messages (in order, before the turn's other
 content), an assistant turn's ``tool_use`` blocks become its ``tool_calls``."""
 
@@ -10,7 +10,7 @@ import json
 import uuid
 from typing import Any
 
-from skillopt_ci.testing.wire_common import RequestError, decode_image, flatten_content
+from skillopt_ci.sim.wire_common import RequestError, decode_image, flatten_content
 
 Parsed = tuple[str, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
-from skillopt_ci.testing.protocols import ScriptedRequest
+from skillopt_ci.sim.protocols import ScriptedRequest
 
 PER_SPLIT = 3
 _ASK = re.compile(r"What is \$(\d+) \+ (\d+)\$")

@@ -1,13 +1,13 @@
 """A simulated optimizer model for the bundled ticket-triage example.
 
-Like :mod:`skillopt_ci.testing.triage` (the simulated target), it is honest about being a
+Like :mod:`skillopt_ci.sim.triage` (the simulated target), it is honest about being a
 simulation: it does not reason, it pattern-matches. It recognises which of our prompt templates
 it was sent by their first line, reads the current skill and the scorer feedback of the
 trajectories (``category should be security, not question``, ``priority should be P1, not P3``,
 ``answer must be exactly "category/priority"``), and answers in the JSON format of the template:
 
 * **failure reflection** — for each failed trajectory, the rules of
-  :data:`~skillopt_ci.testing.triage.REFERENCE_SKILL` that decide its correct answer (found from
+  :data:`~skillopt_ci.sim.triage.REFERENCE_SKILL` that decide its correct answer (found from
   the ticket text, the plan and the expected answer), minus those the skill already has. A rule
   the skill states partially (same category, other words; another default priority) is
   *replaced*; a missing one is inserted after the last rule line of its section (category,
@@ -24,7 +24,7 @@ trajectories (``category should be security, not question``, ``priority should b
 * **slow update** — a few general lines of durable guidance the target ignores.
 * **meta skill** — two or three lines summarising which kinds of edits were accepted.
 
-The sales-analysis example (a ``tools`` suite, target :mod:`skillopt_ci.testing.analyst`) goes
+The sales-analysis example (a ``tools`` suite, target :mod:`skillopt_ci.sim.analyst`) goes
 through the same steps: its scorer's feedback names the trap a failed answer fell into
 (``refunded orders were counted``), which becomes an edit adding that trap's rule of
 :data:`analyst.REFERENCE_RULES` after the last bullet of the skill's "Data" section; its harmful
@@ -33,31 +33,37 @@ edit rounds every amount to whole dollars or deletes a needed data rule. A skill
 
 Anything it cannot parse gets a valid JSON answer with no edits. ``OptimizerSim(malformed=True)``
 answers prose instead of JSON, for failure-mode tests. The policy is a pure function of the
-request (thread-safe). Serve it with ``python -m skillopt_ci.testing.server --policy
-skillopt_ci.testing.optimizer_sim:policy``.
+request (thread-safe). Serve it with ``python -m skillopt_ci.sim.server --policy
+skillopt_ci.sim.optimizer_sim:policy``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
-from skillopt_ci.core.errors import InputError
-from skillopt_ci.core.skill import find_protected
-from skillopt_ci.testing import analyst
-from skillopt_ci.testing.triage import REFERENCE_SKILL, parse_rules
+from skillopt_ci.sim import analyst
+from skillopt_ci.sim.reflection_prompt import (
+    Trajectory,
+    between,
+    count_items,
+    digest,
+    fenced_after,
+    find_prompt,
+    max_edits,
+    parse_trajectories,
+)
+from skillopt_ci.sim.skill_view import (
+    BULLET,
+    REFERENCE,
+    REFERENCE_RULES,
+    SkillView,
+    classify,
+    is_reference,
+)
 
-HEADERS = {
-    "# Skill optimization: reflect on failures": "failure",
-    "# Skill optimization: reflect on successes": "success",
-    "# Skill optimization: slow update of a protected block": "slow_update",
-    "# Skill optimization: update the meta skill": "meta",
-}
-REFERENCE_RULES = tuple(line for line in REFERENCE_SKILL.splitlines() if line.strip())
 FORMAT_RULE = next(line for line in REFERENCE_RULES if "category/priority" in line)
 HARMFUL_RULES = (
     'If the ticket mentions "error", the category is billing.',
@@ -69,161 +75,7 @@ PROSE = (
     "Looking at these tickets, I think the skill should say more about security problems and "
     "about outages. I would add a rule for breaches and make outages urgent."
 )
-_SECTIONS = {"category": "category", "otherwise": "category", "priority": "priority",
-             "default_priority": "priority", "category_priority": "priority", "enterprise": "priority",
-             "format": "format", **{kind: "data" for kind in (*analyst.TRAPS, "rounding")}}
 SALES_CONSOLIDATION = "Before submitting, check that the number answers the question asked: revenue, a count or an average."
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
-_TOKEN = re.compile(
-    r"^(`{3,})text\n(?:.*?\n)?\1$|^### Trajectory [^\n]*$|^## [^\n]*$"
-    r"|^(?:Input the model was given|The model's output|Expected answer|Scorer feedback):$",
-    re.MULTILINE | re.DOTALL,
-)
-_FENCE = re.compile(r"(`{3,})text\n(?:(.*?)\n)?\1$", re.M | re.S)
-_FIELDS = {"Input the model was given:": "input", "The model's output:": "output",
-           "Expected answer:": "expected", "Scorer feedback:": "feedback"}
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A line of a skill read with the simulated target's grammar."""
-
-    line: str
-    kind: str
-    value: str = ""
-    terms: tuple[str, ...] = ()
-
-    @property
-    def section(self) -> str:
-        return _SECTIONS[self.kind]
-
-    def same_slot(self, other: Rule) -> bool:
-        """Two rules that decide the same thing (so one should replace the other)."""
-        if self.kind != other.kind:
-            return False
-        if self.kind in ("category", "priority"):
-            return self.value == other.value and bool(set(self.terms) & set(other.terms))
-        if self.kind == "category_priority":
-            return self.value.split(":")[0] == other.value.split(":")[0]
-        return True
-
-    def matches(self, ticket: str) -> bool:
-        text = ticket.lower()
-        return any(t in text for t in self.terms)
-
-
-def classify(line: str) -> Rule | None:
-    r = parse_rules(line)
-    if r.category_terms:
-        return Rule(line, "category", r.category_terms[0][1], r.category_terms[0][0])
-    if r.priority_terms:
-        return Rule(line, "priority", r.priority_terms[0][1], r.priority_terms[0][0])
-    if r.default_category:
-        return Rule(line, "otherwise", r.default_category)
-    if r.default_priority:
-        return Rule(line, "default_priority", r.default_priority)
-    if r.category_priority:
-        (category, priority), = r.category_priority.items()
-        return Rule(line, "category_priority", f"{category}:{priority}")
-    if r.enterprise_raise:
-        return Rule(line, "enterprise")
-    if r.answer_format:
-        return Rule(line, "format")
-    if (trap := analyst.rule_of(line)) is not None:
-        return Rule(line, trap)
-    return None
-
-
-REFERENCE = tuple(rule for rule in map(classify, REFERENCE_RULES) if rule is not None)
-
-
-def norm(line: str) -> str:
-    return " ".join(_BULLET.sub("", line).split()).lower().rstrip(".")
-
-
-@dataclass(frozen=True)
-class Trajectory:
-    task_id: str = ""
-    input: str = ""
-    output: str = ""
-    expected: str = ""
-    feedback: str = ""
-
-    @property
-    def plan(self) -> str:
-        m = re.search(r"^Plan:\s*(\S+)", self.input, re.M)
-        return m.group(1) if m else ""
-
-    @property
-    def ticket(self) -> str:
-        m = re.search(r"^Ticket:\s*\n(.*)", self.input, re.S | re.M)
-        return m.group(1) if m else self.input
-
-
-class SkillView:
-    """The skill as the simulation edits it: rule lines outside protected regions."""
-
-    def __init__(self, text: str):
-        self.text = text
-        outside = text
-        try:
-            for region in reversed(find_protected(text)):
-                outside = outside[: region.start] + outside[region.end :]
-        except InputError:
-            pass
-        self.lines = [line for line in outside.splitlines() if line.strip()]
-        self.rules = [rule for rule in map(classify, self.lines) if rule is not None]
-        self.normalized = {norm(line) for line in text.splitlines() if line.strip()}  # protected too
-        self.bulleted = any(_BULLET.match(line) for line in self.lines)
-        self.domain = "sales" if "sales.csv" in text.lower() else "triage"
-
-    def last_bullet_under(self, word: str) -> str | None:
-        """The last unique bullet line of the first section whose heading contains ``word``."""
-        found, inside = None, False
-        for line in self.lines:
-            if line.lstrip().startswith("#"):
-                if inside:
-                    break
-                inside = word in line.lower()
-            elif inside and _BULLET.match(line) and self.unique(line):
-                found = line
-        return found
-
-    def has(self, line: str) -> bool:
-        return norm(line) in self.normalized
-
-    def unique(self, line: str) -> bool:
-        return self.text.count(line) == 1
-
-    def styled(self, rule_text: str, like: str | None = None) -> str:
-        if like is not None:
-            m = _BULLET.match(like)
-            return (m.group(0) if m else "") + rule_text
-        return ("- " if self.bulleted else "") + rule_text
-
-    def edit_to_add(self, ref: Rule, seen: str) -> dict[str, str] | None:
-        """``replace`` a rule of the same slot, else ``insert_after`` the last rule of the
-        section, else ``append``; ``None`` when the skill already has the rule. ``seen`` is the
-        evidence quoted in the rationale."""
-        if self.has(ref.line):
-            return None
-        why = f"No rule covers this ({seen})."
-        for rule in self.rules:
-            if rule.same_slot(ref) and self.unique(rule.line):
-                return {"op": "replace", "anchor": rule.line, "text": self.styled(ref.line, rule.line),
-                        "rationale": f"The existing rule misses this case ({seen})."}
-        same = [r for r in self.rules if r.section == ref.section and self.unique(r.line)]
-        if ref.kind == "category":
-            same = [r for r in same if r.kind == "category"] or same
-        # Prefer a complete rule as the anchor: an incomplete one may be replaced in the same
-        # step, and an insertion after a replaced line would be a conflict.
-        same = [r for r in same if _is_reference(r.line)] or same
-        anchor = same[-1].line if same else self.last_bullet_under("data") if ref.section == "data" else None
-        if anchor is not None:
-            return {"op": "insert_after", "anchor": anchor, "text": self.styled(ref.line, anchor), "rationale": why}
-        return {"op": "append", "text": self.styled(ref.line), "rationale": why}
-
-
 class OptimizerSim:
     """A scripted-server policy ``(request) -> str`` playing the optimizer model."""
 
@@ -232,7 +84,7 @@ class OptimizerSim:
         self.bad_every = bad_every
 
     def __call__(self, request: Any) -> str:
-        prompt, kind = _find_prompt(request)
+        prompt, kind = find_prompt(request)
         if self.malformed:
             return PROSE
         try:
@@ -245,11 +97,11 @@ class OptimizerSim:
     # ---- reflections -------------------------------------------------------------------------
 
     def reflect_failures(self, prompt: str) -> dict[str, Any]:
-        text, trajectories = _fenced_after(prompt, "## Current skill"), parse_trajectories(prompt)
+        text, trajectories = fenced_after(prompt, "## Current skill"), parse_trajectories(prompt)
         if text is None or not trajectories:
             return _empty("failure", "could not find the skill or the trajectories in the prompt")
         skill = SkillView(text)
-        limit = _max_edits(prompt)
+        limit = max_edits(prompt)
         needs: Counter[tuple[str, str]] = Counter()
         evidence: dict[tuple[str, str], str] = {}
         for t in trajectories:
@@ -264,9 +116,9 @@ class OptimizerSim:
             elif (rule := classify(line)) and (edit := skill.edit_to_add(rule, seen)):
                 edits.append(edit)
         edits = edits[:limit]
-        if self.bad_every and _digest(prompt) % self.bad_every == 0 and limit > 0:
-            memory = _between(prompt, "## Memory of this epoch", "## What has helped before")
-            bad = harmful_edit(skill, _digest(prompt) // self.bad_every, avoid=memory)
+        if self.bad_every and digest(prompt) % self.bad_every == 0 and limit > 0:
+            memory = between(prompt, "## Memory of this epoch", "## What has helped before")
+            bad = harmful_edit(skill, digest(prompt) // self.bad_every, avoid=memory)
             if bad is not None:
                 edits = [*edits[: limit - 1], bad]
         analysis = (f"{_count(len(trajectories), 'failed trajectory', 'failed trajectories')}; "
@@ -274,17 +126,17 @@ class OptimizerSim:
         return {"analysis": analysis, "edits": edits}
 
     def reflect_successes(self, prompt: str) -> dict[str, Any]:
-        text, trajectories = _fenced_after(prompt, "## Current skill"), parse_trajectories(prompt)
+        text, trajectories = fenced_after(prompt, "## Current skill"), parse_trajectories(prompt)
         if text is None or not trajectories:
             return _empty("success", "could not find the skill or the trajectories in the prompt")
         skill = SkillView(text)
         used = [r.line for r in skill.rules if any(r.kind == "format" or r.matches(t.ticket) for t in trajectories)]
-        shown = "; ".join(_BULLET.sub("", line) for line in used) or "the defaults"
+        shown = "; ".join(BULLET.sub("", line) for line in used) or "the defaults"
         analysis = (f"{_count(len(trajectories), 'successful trajectory', 'successful trajectories')} "
                     f"rely on these rules, which must be kept: {shown}")
         edits = []
         line = SALES_CONSOLIDATION if skill.domain == "sales" else CONSOLIDATION
-        if _digest(prompt) % 3 == 1 and not skill.has(line) and _max_edits(prompt) > 0:
+        if digest(prompt) % 3 == 1 and not skill.has(line) and max_edits(prompt) > 0:
             edits.append({"op": "append", "text": skill.styled(line),
                           "rationale": "The successful tasks all followed the first matching rule; say so."})
         return {"analysis": analysis, "edits": edits}
@@ -292,9 +144,9 @@ class OptimizerSim:
     # ---- epoch boundary ----------------------------------------------------------------------
 
     def slow_update(self, prompt: str) -> dict[str, Any]:
-        counts = {name: _count_items(prompt, heading) for name, heading in (
+        counts = {name: count_items(prompt, heading) for name, heading in (
             ("improved", "Improved"), ("regressed", "Regressed"), ("still_failing", "Still failing"))}
-        current = _fenced_after(prompt, "## The block ") or ""
+        current = fenced_after(prompt, "## The block ") or ""
         lines = [line.strip() for line in current.splitlines() if line.strip()]
         wanted = _durable_guidance("sales" if "sales.csv" in prompt.lower() else "triage", counts)
         block = list(dict.fromkeys(lines + [f"- {w}" for w in wanted]))[:8]
@@ -303,7 +155,7 @@ class OptimizerSim:
         return {"analysis": analysis, "block": "\n".join(block)}
 
     def meta(self, prompt: str) -> dict[str, Any]:
-        log = _fenced_after(prompt, "Each line says whether") or ""
+        log = fenced_after(prompt, "Each line says whether") or ""
         entries = re.findall(r"^- (accepted|rejected): (\w+)", log, re.M)
         accepted = Counter(op for verdict, op in entries if verdict == "accepted")
         rejected = Counter(op for verdict, op in entries if verdict == "rejected")
@@ -331,7 +183,7 @@ def needs_of(t: Trajectory, skill: SkillView) -> list[tuple[str, str, str]]:
         want, got = m.group(1).lower(), m.group(2).lower()
         expected_category = want
         out += [("delete", r.line, m.group(0)) for r in skill.rules
-                if r.kind == "category" and r.value == got and r.matches(t.ticket) and not _is_reference(r.line)]
+                if r.kind == "category" and r.value == got and r.matches(t.ticket) and not is_reference(r.line)]
         ref = next((r for r in REFERENCE if r.kind == "category" and r.matches(t.ticket)), None)
         if ref is not None and ref.value == want:
             out.append(("add", ref.line, m.group(0)))
@@ -340,7 +192,7 @@ def needs_of(t: Trajectory, skill: SkillView) -> list[tuple[str, str, str]]:
     if m := re.search(r"priority should be (P[1-4]), not (P[1-4])", feedback):
         got = m.group(2)
         out += [("delete", r.line, m.group(0)) for r in skill.rules
-                if r.kind == "priority" and r.value == got and r.matches(t.ticket) and not _is_reference(r.line)]
+                if r.kind == "priority" and r.value == got and r.matches(t.ticket) and not is_reference(r.line)]
         out += [("add", line, m.group(0)) for line in _priority_derivation(t, expected_category)]
     unique: dict[tuple[str, str], str] = {}
     for action, line, piece in out:
@@ -437,84 +289,8 @@ def _quoted_in(memory: str, edit: dict[str, str]) -> bool:
     return f'"{" ".join(edit["text"].split())}"' in memory
 
 
-def _between(prompt: str, start: str, end: str) -> str:
-    at = prompt.find("\n" + start)
-    if at < 0:
-        return ""
-    stop = prompt.find("\n" + end, at)
-    return prompt[at : stop if stop >= 0 else len(prompt)]
-
-
-def parse_trajectories(prompt: str) -> list[Trajectory]:
-    """The trajectories of a reflection prompt, read field by field from their fences."""
-    found: list[dict[str, str]] = []
-    label = None
-    inside = False
-    for m in _TOKEN.finditer(prompt):
-        token = m.group(0)
-        if token.startswith("## "):
-            inside = token.rstrip() in ("## Failed trajectories", "## Successful trajectories")
-            continue
-        if not inside:
-            continue
-        if token.startswith("### Trajectory"):
-            m = re.match(r"### Trajectory \d+: task (\S+)", token)
-            found.append({"task_id": m.group(1) if m else ""})
-        elif token in _FIELDS:
-            label = _FIELDS[token]
-        elif found and label:
-            found[-1][label] = _unfence(token)
-            label = None
-    return [Trajectory(**fields) for fields in found]
-
-
-def _find_prompt(request: Any) -> tuple[str, str]:
-    for message in request.messages:
-        if message["role"] != "user":
-            continue
-        first = message["content"].lstrip().split("\n", 1)[0].strip()
-        if first in HEADERS:
-            return message["content"], HEADERS[first]
-    return request.last_user, "unknown"
-
-
-def _fenced_after(prompt: str, heading: str) -> str | None:
-    """The content of the fence that directly follows the line starting with ``heading``."""
-    at = prompt.find("\n" + heading)
-    if at < 0:
-        return None
-    end = prompt.find("\n", at + 1)
-    m = _FENCE.match(prompt, end + 1) if end >= 0 else None
-    if m is None:
-        m = _FENCE.match(prompt, end + 2) if prompt[end + 1 : end + 2] == "\n" else None
-    return (m.group(2) or "") if m else None
-
-
-def _unfence(token: str) -> str:
-    body = token.split("\n", 1)[1]
-    return body[: body.rfind("\n")] if "\n" in body else ""
-
-
-def _count_items(prompt: str, heading: str) -> int:
-    block = _fenced_after(prompt, f"{heading} (") or ""
-    return sum(1 for line in block.splitlines() if line.startswith("- "))
-
-
 def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
-
-
-def _max_edits(prompt: str) -> int:
-    m = re.search(r"Propose at most (\d+) edits", prompt)
-    return int(m.group(1)) if m else 3
-
-
-def _is_reference(line: str) -> bool:
-    return any(norm(line) == norm(ref) for ref in (*REFERENCE_RULES, *analyst.REFERENCE_RULES.values()))
-
-
-def _digest(prompt: str) -> int:
-    return int.from_bytes(hashlib.sha256(prompt.encode("utf-8")).digest()[:8], "big")
 
 
 def _empty(kind: str, why: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from skillopt_ci.testing.protocols import ScriptedReply, ScriptedRequest, ScriptedToolCall
+from skillopt_ci.sim.protocols import ScriptedReply, ScriptedRequest, ScriptedToolCall
 
 # A rule the skill body may state -> what it does to the answer text.
 RULES: dict[str, Any] = {
@@ -186,5 +186,5 @@ _DEFAULT = AgentScript()
 
 def play(request: ScriptedRequest) -> ScriptedReply | str:
     """The default :class:`AgentScript`, as a plain function for
-    ``python -m skillopt_ci.testing.server --policy skillopt_ci.testing.agents:play``."""
+    ``python -m skillopt_ci.sim.server --policy helpers.agents:play``."""
     return _DEFAULT(request)

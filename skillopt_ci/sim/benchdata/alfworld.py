@@ -11,7 +11,7 @@ folder a user passes to ``bench import alfworld --from`` (their ``ALFWORLD_DATA`
 191 published games takes a fraction of a second, so the import works with the published
 manifest.
 
-:func:`policy` is a :class:`~skillopt_ci.testing.ScriptedModelServer` policy that plays from
+:func:`policy` is a :class:`~skillopt_ci.sim.ScriptedModelServer` policy that plays from
 the turn message alone (objective, current observation, admissible actions, the last steps): it
 searches the receptacles in order, opening closed ones, takes the object, and puts it in place.
 Like the text world's player it does not understand language; it follows one rule the skill
@@ -31,7 +31,7 @@ from typing import Any
 
 from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
 from skillopt_ci.envs.alfworld_text import LAYOUT_KEY
-from skillopt_ci.testing.protocols import ScriptedRequest
+from skillopt_ci.sim.protocols import ScriptedRequest
 
 RULE_RE = re.compile(r"^.*\b(clean|heat|cool)\b.*\bbefore\b.*$", re.I | re.M)
 STATIONS = {"pick_clean_then_place_in_recep": ("clean", "sinkbasin"),
@@ -164,7 +164,7 @@ def reply(user: str, skill: str) -> str:
 
 
 def policy(request: ScriptedRequest) -> str:
-    """The scripted server policy (``skillopt_ci.testing.benchdata.alfworld:policy``)."""
+    """The scripted server policy (``skillopt_ci.sim.benchdata.alfworld:policy``)."""
     user = request.last_user
     skill = user.partition("## Skill Knowledge")[2] or request.system
     return reply(user, skill)

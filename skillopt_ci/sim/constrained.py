@@ -15,7 +15,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from skillopt_ci.testing.protocols import ScriptedReply, ScriptedToolCall
+from skillopt_ci.sim.protocols import ScriptedReply, ScriptedToolCall
 
 
 def forced_tool(params: dict[str, Any]) -> str | None:
