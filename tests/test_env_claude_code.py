@@ -406,7 +406,7 @@ def test_a_short_training_run_reads_what_the_agent_did(tmp_path):
         skill.write_text(skill.read_text().replace("End with an exclamation mark.\n", ""))  # every task fails
         res = run_cli("train", "--skill", "shout", "--out", str(tmp_path / "train"), "--quiet", "--epochs", "1",
                       cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
-        assert res.code in (0, 1), res.err
+        assert res.code == 0, res.err
         prompts = [c.request.last_user for c in server.calls if c.request.model == "sim-optimizer-1"]
     assert prompts, "the optimizer was never asked"
     assert any("Skill" in p and "Bash" in p and "answer.txt" in p for p in prompts)
