@@ -290,7 +290,7 @@ def compare_results(base: Sequence[TaskResult], head: Sequence[TaskResult], task
         delta = h.mean - b.mean if b.mean is not None and h.mean is not None else None
         tasks.append(TaskDelta(tid, b.mean, h.mean, delta, b.pass_rate, h.pass_rate, b.flaky, h.flaky))
     paired = [t for t in tasks if t.delta is not None]
-    deltas = [t.delta for t in paired if t.delta is not None]  # all of them: the test narrows the type
+    deltas = [t.delta for t in paired if t.delta is not None]  # every paired one; the filter only narrows
     n_tasks, n_paired = len(tasks), len(paired)
     coverage = n_paired / n_tasks if n_tasks else 0.0
     improved = sum(1 for d in deltas if above(d, 0.0))
