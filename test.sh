@@ -6,8 +6,9 @@
 #    python3-venv when no virtualenv is active and the system Python cannot make one. apt-get
 #    installs them without upgrading any package already installed (or fails and says so).
 # 2. The package with its test extra, into the active virtualenv, or else into .test/venv here.
-# 3. The import contract (lint-imports, docs/architecture.md): a violation stops here, with its
-#    exit code, before any test runs.
+# 3. The import contract (lint-imports, docs/architecture.md), then the type checker over the
+#    package (mypy, [tool.mypy] in pyproject.toml; its cache in .test/mypy): a violation or a type
+#    error stops here, with its exit code, before any test runs.
 # 4. The pinned agent CLIs (Codex, Claude Code) for the tests that run them: SKILLOPT_AGENT_CLIS
 #    when set (a folder with node_modules/.bin, used as it is), else `skillopt-ci install-agents`
 #    into the user cache (${XDG_CACHE_HOME:-~/.cache}/skillopt-ci/agents), which reuses that folder
@@ -112,6 +113,11 @@ status=0
 "$python" -c "$lint_imports" --no-cache || status=$?
 if [ "$status" -ne 0 ]; then
   echo "test.sh: the import contract is broken (lint-imports exited $status); see docs/architecture.md" >&2
+  exit "$status"
+fi
+"$python" -m mypy --cache-dir .test/mypy || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "test.sh: the type checker found errors (mypy exited $status); see [tool.mypy] in pyproject.toml" >&2
   exit "$status"
 fi
 if [ -z "$agent_clis" ]; then

@@ -106,7 +106,7 @@ class LoopbackHandler(BaseHTTPRequestHandler):
         """The request body (Content-Length or chunked); None if the client sent less than it
         announced, in which case the connection should be closed."""
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 line = self.rfile.readline()
                 if not line:
@@ -153,7 +153,7 @@ class LoopbackService:
         with self._serve_lock:
             if self._httpd is None:
                 httpd = LoopbackHTTPServer((self._host, self._port), self.handler_class, self)
-                host, port = httpd.server_address[:2]
+                host, port = str(httpd.server_address[0]), httpd.server_port
                 self._bound(f"http://{host}:{port}")
                 self._thread = threading.Thread(
                     target=httpd.serve_forever,

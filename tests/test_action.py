@@ -155,7 +155,7 @@ def test_second_push_edits_the_same_comment(regressing, fake):
     assert len(comments) == 1 and comments[0]["id"] == first["id"]
     assert comments[0]["body"] != first["body"]
     assert len(fake.check_runs_for(regressing.head_sha)) == 1
-    assert res.code in (0, 1)
+    assert res.code == 0
 
 
 def test_override_label_passes_and_says_so(tmp_path, fake, server):
@@ -339,14 +339,21 @@ def test_rate_limit_and_404_are_explained(regressing, fake):
 def test_model_output_is_escaped_in_the_comment(tmp_path, fake, server):
     evil = ("@octocat <script>alert(1)</script> <img src=x onerror=alert(2)> " + MARKER +
             " ``` </details> <!-- x -->")
-    server.policy = lambda request: evil if "Enterprise" in request.last_user else TriagePolicy()(request)
+    # The head's answers to Enterprise tickets (the head skill lacks the bug rule): tasks it then
+    # loses, so the comment quotes them as the head's answers.
+    server.policy = lambda request: (evil if "Enterprise" in request.last_user and BUG_RULE not in request.system
+                                     else TriagePolicy()(request))
     text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
     pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")})
     pr.run()
     [comment] = pr.comments()
     body = comment["body"]
     assert body.count(MARKER) == 1 and body.startswith(MARKER)
-    assert "@octocat" not in body and "<script>" not in body.replace("```text", "")  or "```" in body
+    # Quoted whole in a fence longer than its own backtick run, the mention and the comment openers
+    # broken by a zero-width space: it reads the same, notifies nobody and closes nothing.
+    shown = evil.replace("@octocat", "@\u200boctocat").replace("<!--", "<!\u200b--")
+    assert body.count(f"Head answer:\n````text\n{shown}\n````\n") == 3
+    assert "@octocat" not in body
     outside_code = _outside_code_blocks(body)
     assert "<script>" not in outside_code and "<img" not in outside_code and "@octocat" not in outside_code
     assert "<!--" not in body.replace(MARKER, "")

@@ -148,7 +148,7 @@ def test_a_gate_between_two_skill_versions_and_a_training_epoch_on_codex(tmp_pat
     git(root, "checkout", "-q", "main")
     train = tmp_path / "train"
     res = run_cli("train", "--skill", "greeter", "--out", str(train), "--quiet", "--epochs", "1", cwd=root, env=env)
-    assert res.code in (0, 1), res.out + res.err
+    assert res.code == 0, res.out + res.err
     assert (train / "best_skill.md").exists() or list(train.rglob("best_skill.md"))
     assert files_holding(train, KEY) == []
     assert os.environ.get("OPENAI_API_KEY") != KEY
@@ -165,7 +165,7 @@ def test_a_server_error_mid_rollout_is_an_errored_result_with_the_steps_so_far(t
     codex_server.fault_plan = second_call_fails
     out = tmp_path / "run"
     res = run_cli("eval", "greeter", "--out", str(out), "--quiet", cwd=root, env={"OPENAI_API_KEY": KEY})
-    assert res.code in (0, 3), res.out + res.err
+    assert res.code == 3, res.out + res.err  # its one task errored: nothing measured
     result = json.loads((out / "results.jsonl").read_text())
     assert result["error"]["kind"] == "agent_failed", result["error"]
     kinds = [s["kind"] for s in result["trajectory"]]
@@ -193,7 +193,7 @@ def test_codexs_commands_see_no_key_and_its_credential_dies_with_the_rollout(tmp
         root = codex_project(tmp_path / "p", server.openai_base_url, agent_bin("codex"))
         out = tmp_path / "run"
         res = run_cli("eval", "greeter", "--out", str(out), "--quiet", cwd=root, env={"OPENAI_API_KEY": KEY})
-        assert res.code in (0, 1), res.out + res.err
+        assert res.code == 0, res.out + res.err
         assert server.calls and all(c.request.headers["authorization"] == f"Bearer {KEY}" for c in server.calls)
         results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
         outputs = "\n".join(s.get("text", "") for r in results for s in r["trajectory"] if s["kind"] == "tool_result")

@@ -122,7 +122,7 @@ def test_the_optimizer_reads_the_tool_calls(tmp_path, analyst_server):
     table.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     res = run_cli("train", "--skill", "csv-sum", "--out", str(tmp_path / "train"), "--quiet", "--epochs", "1",
                   cwd=project, env=KEYS)
-    assert res.code in (0, 1), res.err
+    assert res.code == 0, res.err
     prompts = [c.request.last_user for c in analyst_server.calls if c.request.model == "sim-optimizer-1"]
     assert prompts, "the optimizer was never asked"
     assert any("What the agent did" in p and "read_file" in p and "id,amount" in p for p in prompts)

@@ -165,7 +165,7 @@ def test_renamed_skill_is_compared_with_its_old_file(tmp_path, server):
 def test_second_push_costs_only_the_head_side(tmp_path, server):
     root = make_repo(tmp_path, server.openai_base_url)
     commit_on_branch(root, "pr", {SKILL: skill_text(root).replace(BUG_RULE, "")})
-    assert run_cli("gate", "--base", "main", "--head", "pr", "--out", str(tmp_path / "g1"), "--quiet", cwd=root).code in (0, 1)
+    assert run_cli("gate", "--base", "main", "--head", "pr", "--out", str(tmp_path / "g1"), "--quiet", cwd=root).code == 0
     assert server.call_count == 24
     git(root, "checkout", "-q", "pr")
     (root / SKILL).write_text(skill_text(root).replace(ACCOUNT_RULE, "").replace(BILLING_RULE, ""))
@@ -335,7 +335,7 @@ def test_gate_on_an_edited_working_tree_gets_a_new_run(tmp_path, server):
     root = make_repo(tmp_path, server.openai_base_url)
     (root / SKILL).write_text(skill_text(root).replace(BUG_RULE, ""))
     first = run_cli("gate", "--quiet", cwd=root)
-    assert first.code in (0, 1), first.err
+    assert first.code == 0, first.err
     (root / SKILL).write_text(skill_text(root).replace(ACCOUNT_RULE, "").replace(BILLING_RULE, ""))
     second = run_cli("gate", "--quiet", cwd=root)
     assert second.code == 1, second.err

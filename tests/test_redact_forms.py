@@ -241,7 +241,7 @@ def test_gate_markdown_has_no_command_after_a_carriage_return_and_no_escaped_key
         root = make_repo(tmp_path, server.openai_base_url)
         (root / SKILL).write_text((root / SKILL).read_text() + "\nINJECT\n")
         res = run_cli("gate", "--base", "main", "--markdown", "--quiet", cwd=root, env={"ACME_API_KEY": KEY})
-    assert res.code in (0, 1), res.err
+    assert res.code == 1, res.err
     for line in runner_lines(res.out + res.err):
         assert not line.startswith("::"), line
     assert not recovered(KEY, res.out + res.err, fragment=8)

@@ -121,7 +121,7 @@ def test_a_tools_suite_scored_by_verify_end_to_end(tmp_path):
         out = tmp_path / "run"
         res = run_cli("eval", "answers", "--out", str(out), "--quiet", cwd=root,
                       env={"OPENAI_API_KEY": "sk-test-not-a-key-000000000000"})
-    assert res.code in (0, 1), res.err
+    assert res.code == 0, res.err
     results = {r["task_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert (results["good"]["score"], results["good"]["passed"]) == (1.0, True)
     assert (results["bad"]["score"], results["bad"]["passed"]) == (0.0, False)

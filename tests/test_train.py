@@ -232,7 +232,9 @@ def _train_process(project: Path, out: Path) -> subprocess.Popen:
 def kill_and_resume(server: ScriptedModelServer, tmp_path: Path, kill_at: int, train_options: dict | None = None
                     ) -> tuple[Path, TrainState]:
     """A training run in its own process, SIGKILLed once the server has answered ``kill_at``
-    calls, then run again to its end: (the run directory, its final state)."""
+    calls, then run again to its end: (the run directory, its final state). The kill must cut the
+    run short (still running, ended by the signal, no outputs written) and leave the resumed run
+    model calls to make, or the resume would prove nothing."""
     project = train_project(tmp_path / f"k{kill_at}", server.openai_base_url, cache={"mode": "off"},
                             train=train_options)
     out = tmp_path / f"k{kill_at}-run"
@@ -241,11 +243,18 @@ def kill_and_resume(server: ScriptedModelServer, tmp_path: Path, kill_at: int, t
     deadline = time.monotonic() + 60
     while server.call_count < kill_at and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
+    assert proc.poll() is None, f"the run ended before call {kill_at}: there is nothing to interrupt"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    killed = TrainState.load(out)
+    assert killed is None or killed.phase != "done", kill_at
+    assert not (out / "best_skill.md").exists() and not (out / "summary.json").exists()
+    calls_before = server.call_count
     resumed = _train_process(project, out)
     _, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
+    assert server.call_count > calls_before, "the resumed run had nothing left to do"
     return out, TrainState.load(out)
 
 

@@ -93,7 +93,7 @@ class BenchOutcome:
 def find_suites(suites_dir: Path) -> list[FoundSuite]:
     """The imported benchmark suites directly under ``suites_dir``, by folder name. Folders
     without ``benchmark:`` metadata (a team's own suites) are not benchmarks and are skipped."""
-    found = []
+    found: list[FoundSuite] = []
     if not suites_dir.is_dir():
         return found
     for folder in sorted(p for p in suites_dir.iterdir() if p.is_dir()):

@@ -47,9 +47,9 @@ class SkillWorth:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SkillWorth:
-        return cls(mean=data.get("mean"), ci95=tuple(data["ci95"]) if data.get("ci95") else None,  # type: ignore[arg-type]
+        return cls(mean=data.get("mean"), ci95=tuple(data["ci95"]) if data.get("ci95") else None,
                    delta=data.get("delta"),
-                   delta_ci=tuple(data["delta_ci"]) if data.get("delta_ci") else None,  # type: ignore[arg-type]
+                   delta_ci=tuple(data["delta_ci"]) if data.get("delta_ci") else None,
                    n_paired=int(data.get("n_paired", 0)), confidence=float(data.get("confidence", 0.95)),
                    run_dir=str(data.get("run_dir", "")))
 

@@ -221,6 +221,11 @@ def _side(results: Sequence[TaskResult], task_ids: Sequence[str]) -> tuple[list[
     return sides, sum(s.n_errors for s in scores)
 
 
+def _crossed(before: float | None, after: float | None) -> bool:
+    """A pass rate that went from below one half to at least one half (``None``: not measured)."""
+    return before is not None and after is not None and after >= 0.5 > before
+
+
 def _pct(x: float) -> str:
     return f"{x * 100:.3g}%"
 
@@ -285,30 +290,30 @@ def compare_results(base: Sequence[TaskResult], head: Sequence[TaskResult], task
         delta = h.mean - b.mean if b.mean is not None and h.mean is not None else None
         tasks.append(TaskDelta(tid, b.mean, h.mean, delta, b.pass_rate, h.pass_rate, b.flaky, h.flaky))
     paired = [t for t in tasks if t.delta is not None]
-    deltas = [t.delta for t in paired]
+    deltas = [t.delta for t in paired if t.delta is not None]  # every paired one; the filter only narrows
     n_tasks, n_paired = len(tasks), len(paired)
     coverage = n_paired / n_tasks if n_tasks else 0.0
     improved = sum(1 for d in deltas if above(d, 0.0))
     regressed = sum(1 for d in deltas if below(d, 0.0))
-    moved_up = sum(1 for t in paired if t.head_pass >= 0.5 > t.base_pass)  # type: ignore[operator]
-    moved_down = sum(1 for t in paired if t.base_pass >= 0.5 > t.head_pass)  # type: ignore[operator]
+    moved_up = sum(1 for t in paired if _crossed(t.base_pass, t.head_pass))
+    moved_down = sum(1 for t in paired if _crossed(t.head_pass, t.base_pass))
     p_exact = signflip_test(deltas, policy.resamples, policy.seed) if paired else None
     repeats = min((min(b.n_valid, h.n_valid) for t, b, h in zip(tasks, base_sides, head_sides, strict=True)
                    if t.delta is not None), default=None)
     mde, basis = _detectable_drop(deltas, repeats or 1, policy)
 
     ci: tuple[float, float] | None = None
-    if coverage < policy.min_coverage or n_paired < 2:
+    if coverage < policy.min_coverage or n_paired < 2 or p_exact is None:
         verdict, reason = "inconclusive", _too_few_paired(n_paired, n_tasks, coverage, base_errors, head_errors, policy)
     else:
         ci = paired_bootstrap_ci(deltas, policy.confidence, policy.resamples, random.Random(policy.seed))
-        verdict, reason = decide_verdict(ci, p_exact, fmean(deltas), (improved, regressed, n_paired), policy)  # type: ignore[arg-type]
+        verdict, reason = decide_verdict(ci, p_exact, fmean(deltas), (improved, regressed, n_paired), policy)
     return Comparison(
         n_tasks=n_tasks,
         n_paired=n_paired,
         coverage=coverage,
-        base_mean=fmean(t.base for t in paired) if paired else None,  # type: ignore[misc]
-        head_mean=fmean(t.head for t in paired) if paired else None,  # type: ignore[misc]
+        base_mean=fmean(t.base for t in paired if t.base is not None) if paired else None,
+        head_mean=fmean(t.head for t in paired if t.head is not None) if paired else None,
         delta=fmean(deltas) if deltas else None,
         ci=ci,
         confidence=policy.confidence,

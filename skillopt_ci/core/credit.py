@@ -199,9 +199,9 @@ def _judge_edit(with_text: str, without_text: str, tasks: Sequence[str], confide
                 acc = sums[t]
                 acc[0], acc[1], acc[2] = acc[0] + with_scores[t], acc[1] + without_scores[t], acc[2] + 1
         rounds += 1
-        diffs = {t: (a[0] - a[1]) / a[2] for t, a in sums.items() if a[2]}
-        verdict = credit_verdict(list(diffs.values()), confidence)
-        wanted = [t for t, d in diffs.items() if abs(d) > EPSILON]  # repeats only where the two disagree
+        per_task = {t: (a[0] - a[1]) / a[2] for t, a in sums.items() if a[2]}
+        verdict = credit_verdict(list(per_task.values()), confidence)
+        wanted = [t for t, d in per_task.items() if abs(d) > EPSILON]  # repeats only where the two disagree
     diffs = [(a[0] - a[1]) / a[2] for a in sums.values() if a[2]]
     mean, lower, upper = one_sided_bounds(diffs, confidence) if diffs else (0.0, float("-inf"), float("inf"))
     where = (f"mean difference {mean:+.3f}, one-sided {confidence:.0%} bounds {lower:+.3f} and {upper:+.3f} "

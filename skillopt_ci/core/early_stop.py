@@ -12,7 +12,7 @@ no longer exact: as soon as the candidate has an error, early stopping is switch
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from skillopt_ci.core.records import TaskResult
 
@@ -43,12 +43,13 @@ def best_possible(results: Mapping[tuple[str, int], TaskResult], task_ids: Seque
             elif not r.ok:
                 return None
             else:
-                task_sum += float(r.score)  # type: ignore[arg-type]
+                task_sum += float(r.score)  # type: ignore[arg-type]  # r.ok: its score is not None
         total += task_sum / repeats
     return total / len(task_ids)
 
 
-def cannot_win(incumbent: float | None, task_ids: Sequence[str], repeats: int, min_gain: float = 0.0):  # type: ignore[no-untyped-def]
+def cannot_win(incumbent: float | None, task_ids: Sequence[str], repeats: int,
+               min_gain: float = 0.0) -> Callable[[Mapping[tuple[str, int], TaskResult]], str | None]:
     """A ``stop_when`` callback for the runner: the reason to stop, or ``None`` to go on."""
 
     def check(results: Mapping[tuple[str, int], TaskResult]) -> str | None:

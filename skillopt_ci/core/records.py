@@ -135,7 +135,7 @@ def task_scores(results: Iterable[TaskResult], task_ids: Sequence[str]) -> list[
         out.append(
             TaskScore(
                 task_id=tid,
-                mean=fmean(r.score for r in valid) if valid else None,  # type: ignore[misc]
+                mean=fmean(r.score for r in valid) if valid else None,  # type: ignore[misc]  # r.ok: its score is not None
                 pass_rate=fmean(1.0 if r.passed else 0.0 for r in valid) if valid else None,
                 n_valid=len(valid),
                 n_errors=len(rs) - len(valid),

@@ -232,7 +232,7 @@ def redact_args(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return fn(*(redact_obj(a) for a in args), **{k: redact_obj(v) for k, v in kwargs.items()})
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps: fn's own signature
 
 
 def strip_userinfo(url: str | None) -> str | None:
@@ -333,11 +333,11 @@ class SafeStream(io.TextIOBase):
         return True
 
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def encoding(self) -> str:  # type: ignore[override]  # read-only here, as on a real text stream
         return getattr(self.raw, "encoding", None) or "utf-8"
 
     @property
-    def errors(self) -> str | None:  # type: ignore[override]
+    def errors(self) -> str | None:  # type: ignore[override]  # read-only here, as on a real text stream
         return getattr(self.raw, "errors", None)
 
 

@@ -11,6 +11,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
@@ -34,6 +35,12 @@ class Shard:
         return tuple(t for t in tasks if self.holds(t.id))
 
 
+@overload
+def parse_shard(text: str) -> Shard: ...
+@overload
+def parse_shard(text: None) -> None: ...
+@overload
+def parse_shard(text: str | None) -> Shard | None: ...
 def parse_shard(text: str | None) -> Shard | None:
     """``"2/4"`` → Shard(2, 4). Raises :class:`InputError` on anything else."""
     if text is None:

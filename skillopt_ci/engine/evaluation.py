@@ -223,8 +223,9 @@ class EvalSession:
         self._estimated = True
         target = self.pool.spec("target")
         judge = self.pool.spec("judge") if "judge" in needed_roles(plan.suite) else None
-        prices = [self.pool.price(s) for s in (target, judge) if s is not None]
-        if any(p is None for p in prices):
+        wanted = [self.pool.price(s) for s in (target, judge) if s is not None]
+        prices = [p for p in wanted if p is not None]
+        if len(prices) < len(wanted):
             return  # refused just below with the missing price
         estimate = estimate_plan(plan.skill, plan.suite, plan.tasks, plan.repeats, target_price=prices[0],
                                  judge_price=prices[1] if judge else None, output_tokens=max_output(target),

@@ -101,11 +101,12 @@ def _split_ids(dirs: Sequence[Path], manifests: Sequence[dict[str, Any]], missin
     recorded = [m.get("split_task_ids") for m in manifests]
     if all(m.get("shard") is None for m in manifests):
         return _ordered_ids([m["task_ids"] for m in manifests])
-    if all(r is not None for r in recorded):
-        for d, r in zip(dirs, recorded, strict=True):
-            if r != recorded[0]:
+    known = [r for r in recorded if r is not None]
+    if len(known) == len(recorded):
+        for d, r in zip(dirs, known, strict=True):
+            if r != known[0]:
                 raise InputError(f"shard lists other tasks for the split than {dirs[0]}", where=str(d / MANIFEST))
-        return list(recorded[0])
+        return list(known[0])
     if not missing_shards:
         return _ordered_ids([m["task_ids"] for m in manifests])
     old = next(d for d, r in zip(dirs, recorded, strict=True) if r is None)

@@ -93,6 +93,7 @@ class Parsed:
     failed: str | None = None
     failed_kind: str = "agent_failed"  # "max_turns" when the CLI stopped at its own turn limit
     turns: int = 0
+    finish_reason: str | None = None  # why the CLI says it stopped, in its words (None: it did not say)
 
 
 def json_events(stdout: str, times: Sequence[float] = ()) -> Iterator[tuple[dict[str, Any], float]]:
@@ -279,7 +280,7 @@ class AgentEnvironment(BaseEnvironment):
             cost_usd=parsed.cost_usd,
             latency_s=wall,
             wall_s=time.monotonic() - started,
-            finish_reason="error" if error else "stop",
+            finish_reason=_finish_reason(parsed, error),
             error=error,
             transcript=render_steps(parsed.steps, ending, self.options.transcript_chars),
             workspace=workspace.path,
@@ -395,3 +396,11 @@ def _tail(stderr: str) -> str:
     if len(text) > STDERR_TAIL:
         text = "…" + text[-STDERR_TAIL:]
     return "\nstderr (tail):\n" + redact(text)
+
+
+def _finish_reason(parsed: Parsed, error: dict[str, str] | None) -> str:
+    """The CLI's own reason when it ended the run itself (Claude Code: ``completed``, ``max_turns``,
+    ``api_error``…), else ``error`` for a rollout that failed and ``stop`` for one that finished."""
+    if parsed.finish_reason and (error is None or parsed.failed is not None):
+        return parsed.finish_reason
+    return "error" if error else "stop"

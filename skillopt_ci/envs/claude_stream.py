@@ -12,7 +12,9 @@ The CLI prints one JSON object a line:
 - ``system``/``permission_denied``: a tool the permission settings refused → an ``error`` step;
 - ``result``: the end: ``result`` (the final message), ``is_error``, ``num_turns``,
   ``total_cost_usd``, ``usage``, ``permission_denials`` (each an ``error`` step unless already
-  reported), ``subtype`` (``error_max_turns`` …) and ``errors``.
+  reported), ``subtype`` (``error_max_turns`` …) and ``errors``; its ``terminal_reason``
+  (``completed``, ``max_turns``, ``api_error``…; else ``stop_reason``, else ``subtype``) is the
+  rollout's finish reason.
 
 Lines that are not JSON objects (a warning the CLI printed to stdout) are skipped. No ``result``
 event means the CLI stopped early: that is a failure.
@@ -33,9 +35,11 @@ from skillopt_ci.envs.agent_cli import Parsed, json_events, stamp
 @dataclass
 class ClaudeStream(Parsed):
     """What one ``claude -p`` run reported (what every agent CLI's output says, plus the turn count
-    Claude Code reports). ``failed`` says why it did not finish (``None``: it did)."""
+    Claude Code reports and the skills it listed for the agent). ``failed`` says why it did not
+    finish (``None``: it did)."""
 
     num_turns: int | None = None
+    skills: tuple[str, ...] = ()
 
 
 def parse_stream(stdout: str, times: Sequence[float] = ()) -> ClaudeStream:
@@ -121,7 +125,8 @@ def _result(event: dict[str, Any], parsed: ClaudeStream, names: dict[str, str], 
     parsed.cost_usd = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
     turns = event.get("num_turns")
     parsed.num_turns = turns if isinstance(turns, int) else None
-    parsed.finish_reason = event.get("terminal_reason") or event.get("stop_reason") or event.get("subtype")
+    reason = event.get("terminal_reason") or event.get("stop_reason") or event.get("subtype")
+    parsed.finish_reason = str(reason) if reason else None
     for denial in event.get("permission_denials") or ():
         if not isinstance(denial, dict) or str(denial.get("tool_use_id")) in denied:
             continue

@@ -111,7 +111,7 @@ def extract_code(text: str) -> str | None:
 
 
 def task_cases(task: Task) -> list[Case]:
-    raw = task.fields.get("cases")
+    raw: Any = task.fields.get("cases")
     ok = isinstance(raw, list) and raw and all(
         isinstance(c, dict) and isinstance(c.get("input"), str) and isinstance(c.get("output"), str) for c in raw)
     if not ok:

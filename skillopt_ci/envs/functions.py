@@ -74,7 +74,8 @@ class FunctionTool:
 
     def request(self, arguments: dict[str, Any], workspace: Path, task: Any, max_bytes: int) -> str:
         """The JSON the runner reads on its stdin."""
-        task_dict = dataclasses.asdict(task) if "task" in self.injected and dataclasses.is_dataclass(task) else None
+        injects_task = "task" in self.injected and dataclasses.is_dataclass(task) and not isinstance(task, type)
+        task_dict = dataclasses.asdict(task) if injects_task else None
         return json.dumps({
             "path": str(self.path), "source": self.source, "function": self.function,
             "arguments": arguments, "inject": list(self.injected), "workspace": str(workspace),
@@ -109,7 +110,7 @@ def load_function_tool(suite_dir: Path, entry: str | dict[str, Any], where: str,
                        key: str = "environment.tools") -> FunctionTool:
     """The tool an entry of the ``tools`` option names: ``"module:function"`` or a mapping
     ``{function, name?, description?, parameters?}``. ``key`` names the entry in messages."""
-    decl = {"function": entry} if isinstance(entry, str) else dict(entry)
+    decl: dict[str, Any] = {"function": entry} if isinstance(entry, str) else dict(entry)
     target = decl.get("function")
     module, _, name = str(target).partition(":")
     if not isinstance(target, str) or not module or not name:

@@ -19,7 +19,7 @@ def step_text(step: Step) -> str:
     label = step.kind if step.name is None else f"{step.kind} {step.name}"
     if step.is_error:
         label += " · error"
-    body = step.arguments if step.kind == "tool_call" else step.text
+    body = (step.arguments or "") if step.kind == "tool_call" else step.text
     if step.images:
         body = f"{body}\n(images: {', '.join(step.images)})".lstrip("\n")
     if len(body) > STEP_CHARS:
@@ -34,7 +34,8 @@ def render_steps(steps: Sequence[Step], ending: str, limit: int) -> str:
     if len(full) <= limit:
         return full
     budget = max(limit - 80, 0)
-    head, tail = [], []
+    head: list[str] = []
+    tail: list[str] = []
     used = 0
     # alternate taking blocks from the end and from the start, so both stay whole where they can
     lo, hi = 0, len(blocks) - 1

@@ -213,9 +213,9 @@ def build_tools(entries: Any, suite_dir: Path, where: str) -> tuple[dict[str, To
                                  hint=f"{known}; a suite function is \"module:function\"")
             tool = BUILTINS[entry]
         elif isinstance(entry, (str, dict)):
-            tool = _function(entry, suite_dir, at, where)
-            files[_relative(tool.path, suite_dir)] = tool.path
-            tool = Tool(tool.spec, _function_handler(tool))
+            function = _function(entry, suite_dir, at, where)
+            files[_relative(function.path, suite_dir)] = function.path
+            tool = Tool(function.spec, _function_handler(function))
         else:
             raise InputError(f"{at}: expected a tool name, \"module:function\" or a mapping, got {entry!r:.60}",
                              where=where)

@@ -94,7 +94,7 @@ def _fork_task_files(suite: str, read: Callable[[str], str | None]) -> list[str]
         data = yaml.safe_load(text) if text else None
     except yaml.YAMLError:
         return []
-    if not accepts_fork_tasks(data):
+    if not isinstance(data, dict) or not accepts_fork_tasks(data):
         return []
     return [name if suite in (".", "") else f"{suite}/{name}" for name in task_files(data)]
 

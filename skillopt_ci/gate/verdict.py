@@ -215,10 +215,11 @@ def regressed_examples(comparison: Comparison, base: Sequence[TaskResult],
                 return r.output, r.expected, r.prompt
         return None, None, ""
 
-    worst = sorted((t for t in comparison.tasks if t.delta is not None and below(t.delta, 0.0)), key=lambda t: t.delta)
+    worst = sorted(((t.delta, t) for t in comparison.tasks if t.delta is not None and below(t.delta, 0.0)),
+                   key=lambda pair: pair[0])
     examples = []
-    for t in worst[:MAX_LISTED_TASKS]:
+    for delta, t in worst[:MAX_LISTED_TASKS]:
         base_out, expected, prompt = first_output(base, t.task_id)
         head_out, _, _ = first_output(head, t.task_id)
-        examples.append(TaskExample(t.task_id, round(t.delta, 4), prompt, expected, base_out, head_out))
+        examples.append(TaskExample(t.task_id, round(delta, 4), prompt, expected, base_out, head_out))
     return examples

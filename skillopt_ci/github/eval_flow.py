@@ -51,13 +51,13 @@ def report_evals(ctx: Context, config: Config, summaries: list[Any], worth_lines
     """Job summary, verdict and exit code of an eval: a score under gate.min_score or an incomplete run fails."""
     from skillopt_ci.github.trend import notes_of
 
-    failed = list(failed or [])
+    failing = list(failed)
     for name, summary in summaries:
         code, line = threshold_verdict(summary, config.gate.min_score)
         if code != EXIT_OK:
-            failed.append(f"{name}: {line}")
+            failing.append(f"{name}: {line}")
     table = score_table([summary for _, summary in summaries], "github")
-    notes = notes_of(worth_lines, failed)
-    ctx.summary(f"## skillopt-ci eval: {'❌' if failed else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n{trend}")
-    ctx.outputs["verdict"] = "failed" if failed else "passed"
-    return EXIT_FAILED if failed and ctx.settings.fail else EXIT_OK
+    notes = notes_of(worth_lines, failing)
+    ctx.summary(f"## skillopt-ci eval: {'❌' if failing else '✅'} {len(summaries)} skill(s)\n\n{table}\n{notes}\n{trend}")
+    ctx.outputs["verdict"] = "failed" if failing else "passed"
+    return EXIT_FAILED if failing and ctx.settings.fail else EXIT_OK

@@ -144,15 +144,14 @@ class Publisher:
     def upsert_comment(self, number: int, body: str, *, create: bool = True) -> Sticky:
         """Write the sticky comment ``body``, which starts with :func:`marker` (its kind and head),
         under the rule of the module docstring; ``create`` false only edits an existing one."""
-        found = read_marker(body)
-        if found is None or found[1] is None:
+        kind, ours = read_marker(body) or ("", None)
+        if ours is None:
             raise ValueError("a sticky comment's body starts with marker(kind, head_sha)")
-        kind, ours = found
         current = self._call("reading the pull request", self.repo.get_pull, number).head.sha
         issue = self._call("reading the pull request", self.repo.get_issue, number)
         comments = self._call("listing comments", lambda: list(issue.get_comments()))
-        mine = [(c, read_marker(c.body or "")) for c in comments if getattr(c.user, "type", "") == "Bot"]
-        mine = [(c, m[1]) for c, m in mine if m is not None and m[0] == kind]
+        marked = [(c, read_marker(c.body or "")) for c in comments if getattr(c.user, "type", "") == "Bot"]
+        mine = [(c, m[1]) for c, m in marked if m is not None and m[0] == kind]
         if current != ours:
             return self._outdated(body, ours, current, [c for c, head in mine if head == ours])
         if not mine and not create:

@@ -33,7 +33,9 @@ def train_flow(ctx: Context) -> int:
     if reason:
         return skip(ctx, "No model key", f"{reason}. Nothing was trained.")
     publisher = ctx.publisher_factory(s) if s.token else None
-    sections, numbers, improved, lost = [], [], [], []
+    sections, improved = [], []
+    numbers: list[str] = []  # the pull requests opened or updated
+    lost: list[str] = []  # the improved skills whose pull request could not be opened
     top = Git(s.workspace).top_level().resolve()
     for entry in entries:
         command("group", f"Training {entry.name}", stream=ctx.out)

@@ -147,7 +147,7 @@ def suite_index(suite_dir: Path) -> AssetIndex:
     """The asset index of the suite in ``suite_dir`` (read once per version of its files)."""
     root = suite_dir.resolve()
     stamps = tuple((root / n).stat().st_mtime if (root / n).is_file() else 0.0 for n in ("suite.yaml", INDEX_FILE))
-    key = (root, *stamps)
+    key = (root, stamps[0], stamps[1])
     if key not in _INDEXES:
         try:
             data = yaml.safe_load((root / "suite.yaml").read_text(encoding="utf-8")) if stamps[0] else {}

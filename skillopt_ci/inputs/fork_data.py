@@ -67,7 +67,8 @@ def accepts_fork_tasks(data: Any) -> bool:
 def task_files(data: Mapping[str, Any]) -> tuple[str, ...]:
     """The files the suite's loader reads tasks from, relative to its folder (POSIX), whether or
     not they exist: what a fork may change when the suite accepts fork tasks."""
-    declared = data.get("splits") if isinstance(data.get("splits"), Mapping) else {}
+    splits = data.get("splits")
+    declared: Mapping[str, Any] = splits if isinstance(splits, Mapping) else {}
     found: list[str] = []
     for split in _SPLITS:
         named = declared.get(split)

@@ -107,10 +107,10 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
     if refusal:
         problems.append(doc.problem((FORK_TASKS_KEY,), refusal))
     # Even when suite.yaml has schema problems, read the tasks so that every problem is listed.
-    prompt = data.get("prompt") if isinstance(data.get("prompt"), str) else DEFAULT_PROMPT
+    prompt = given if isinstance(given := data.get("prompt"), str) else DEFAULT_PROMPT
     env = data.get("environment", "chat")
     env = dict(env) if isinstance(env, dict) else {"type": env}
-    declared = data.get("splits") if isinstance(data.get("splits"), dict) else {}
+    declared = named if isinstance(named := data.get("splits"), dict) else {}
 
     files = _split_files(path, declared, shown, problems)
     splits = _read_splits(files, shown, prompt, problems)

@@ -268,11 +268,11 @@ class _Collector:
             outcome = results.get(cid) or results.get("*") or ProviderError(
                 "batch", f"batch {batch_id} returned no answer for {cid}", retryable=True)
             answered += not isinstance(outcome, ProviderError)
-            pending = self.inflight.pop(key, None)
-            if pending is None:
+            waiter = self.inflight.pop(key, None)
+            if waiter is None:
                 self.answers[key] = outcome
             else:
-                self._deliver(pending, outcome)
+                self._deliver(waiter, outcome)
         self._close(batch_id, ids, {"event": "collected", "batch_id": batch_id, "answered": answered,
                                     "errored": len(ids) - answered})
         self.polling.discard(batch_id)

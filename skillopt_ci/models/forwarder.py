@@ -122,13 +122,8 @@ class _Handler(LoopbackHandler):
     server_version = "skillopt-ci-forwarder"
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = LoopbackHandler.receive
 
-    def setup(self) -> None:
-        if self.request.family != socket.AF_INET:
-            self.disable_nagle_algorithm = False  # TCP_NODELAY is a TCP option: not on a Unix socket
-        super().setup()
-
     def respond(self, method: str, body: bytes, headers: dict[str, str]) -> None:
-        forwarder: Forwarder = self.server.service  # type: ignore[assignment]
+        forwarder: Forwarder = self.server.service  # type: ignore[assignment]  # the Forwarder's own handler
         credential, carrier = _credential(headers)
         grant = forwarder.lookup(credential)
         if grant is None:
@@ -256,6 +251,10 @@ def _relay_response(handler: _Handler, method: str, response: http.client.HTTPRe
     return True
 
 
+class _UnixHandler(_Handler):
+    disable_nagle_algorithm = False  # TCP_NODELAY is a TCP option: not on a Unix socket
+
+
 class _UnixHTTPServer(LoopbackHTTPServer):
     """The same threaded server on a Unix socket (``address`` is its path)."""
 
@@ -300,8 +299,10 @@ class Forwarder(LoopbackService):
                 # sandboxed command may run as another uid, and the socket is worthless without
                 # a live credential, as the TCP port is.
                 os.chmod(self.socket_dir, 0o711)
-                self._unix = _UnixHTTPServer(str(self.socket_path), _Handler, self)  # type: ignore[arg-type]
-                os.chmod(self.socket_path, 0o666)
+                socket_path = self.socket_dir / SOCKET_NAME
+                # A socket's path, where the TCP server's signature names a (host, port) pair.
+                self._unix = _UnixHTTPServer(str(socket_path), _UnixHandler, self)  # type: ignore[arg-type]
+                os.chmod(socket_path, 0o666)
                 relay = self.socket_dir / RELAY_NAME
                 shutil.copyfile(forward_relay.__file__, relay)  # so a sandbox needs only this folder bound
                 os.chmod(relay, 0o644)

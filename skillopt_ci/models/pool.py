@@ -186,7 +186,8 @@ class ModelPool:
         try:
             # only what is used is passed: a backend written before tools or replies still works
             extra: tuple[Any, ...] = (tools,) if tools or reply is not None else ()
-            done = await backend.complete(messages, params, *extra, **({"reply": reply} if reply else {}))
+            named: dict[str, Any] = {"reply": reply} if reply else {}
+            done = await backend.complete(messages, params, *extra, **named)
             rate = done.rate
             return done
         except ProviderError as exc:

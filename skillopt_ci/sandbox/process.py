@@ -259,7 +259,7 @@ async def _start(argv: Sequence[str], how: str, cwd: Path, env: Mapping[str, str
         raise SandboxError(f"{argv[0]}: cannot start the command: {exc.strerror or exc}") from exc
     if stdin is not None:
         pipe = transport.get_pipe_transport(0)
-        if pipe is not None:  # written as the child reads; a child that exits early just drops it
+        if isinstance(pipe, asyncio.WriteTransport):  # written as the child reads; a child that exits early just drops it
             pipe.write(stdin.encode("utf-8"))
             pipe.close()
     return transport, protocol

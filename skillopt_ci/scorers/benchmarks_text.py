@@ -39,7 +39,7 @@ import string
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
@@ -210,7 +210,7 @@ class DocvqaOptions:
 class _HardSoft(Scorer):
     """A scorer with a hard and a soft number; ``report`` picks the one ``value`` carries."""
 
-    Options = ReportOptions
+    Options: ClassVar[type] = ReportOptions  # or a subclass's options with a ``report`` field
 
     def setup(self) -> None:
         if self.options.report not in REPORTS:

@@ -166,16 +166,17 @@ class Judge(Scorer):
         if models is None:
             raise self._no_model()
         messages = [Message("user", self.render(output, task))]
-        replies = await asyncio.gather(
+        gathered = await asyncio.gather(
             *(
                 models.complete("judge", messages, sample_index=i)
                 for i in range(self.options.repeats)
             ),
             return_exceptions=True,
         )
-        for reply in replies:
-            if isinstance(reply, BaseException):
-                raise reply
+        for outcome in gathered:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        replies = [r for r in gathered if not isinstance(r, BaseException)]  # every one, as a Completion
         usage = sum((r.usage for r in replies), Usage())
         verdicts, problems = [], []
         for reply in replies:

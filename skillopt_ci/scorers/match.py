@@ -85,8 +85,8 @@ def extract_choice(text: str, labels: Sequence[str]) -> str | None:
         if (found := pick(m, bool(m["open"]))) is not None:
             return found
     start = re.compile(rf"^\s*[*_(\[]*\s*{label}\s*[*_)\].:]", re.IGNORECASE)
-    if m := start.match(text):
-        return canon[m["label"].casefold()]
+    if head := start.match(text):
+        return canon[head["label"].casefold()]
     marked = re.compile(
         rf"\(\s*(?P<p>{alt})\s*\)|\[\s*(?P<b>{alt})\s*\]|\*\*\s*(?P<s>{alt})\s*\*\*",
         re.IGNORECASE,

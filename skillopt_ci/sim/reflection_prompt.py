@@ -64,8 +64,8 @@ def parse_trajectories(prompt: str) -> list[Trajectory]:
         if not inside:
             continue
         if token.startswith("### Trajectory"):
-            m = re.match(r"### Trajectory \d+: task (\S+)", token)
-            found.append({"task_id": m.group(1) if m else ""})
+            heading = re.match(r"### Trajectory \d+: task (\S+)", token)
+            found.append({"task_id": heading.group(1) if heading else ""})
         elif token in _FIELDS:
             label = _FIELDS[token]
         elif found and label:

@@ -24,6 +24,8 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from skillopt_ci.sim.protocols import ScriptedRequest
+
 _MENTIONS_RE = re.compile(r"if the ticket mentions (?P<terms>.+?),\s*the (?P<what>category|priority) is (?P<value>[\w-]+)", re.I)
 _OTHERWISE_RE = re.compile(r"otherwise,? the category is ([\w-]+)", re.I)
 _DEFAULT_PRIORITY_RE = re.compile(r"default priority is (P[1-4])", re.I)
@@ -111,7 +113,7 @@ class TriagePolicy:
         self._rng = random.Random(seed)
         self._parsed: dict[str, TriageRules] = {}
 
-    def __call__(self, request) -> str:  # type: ignore[no-untyped-def]
+    def __call__(self, request: ScriptedRequest) -> str:
         rules = self._parsed.get(request.system)
         if rules is None:
             rules = self._parsed[request.system] = parse_rules(request.system)

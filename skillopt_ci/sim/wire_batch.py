@@ -180,14 +180,14 @@ class BatchStore:
             requests = json.loads(raw or b"{}").get("requests")
             if not isinstance(requests, list) or not requests:
                 return error_response("anthropic", 400, "requests: a non-empty list is required")
-            batch = _Batch(f"msgbatch_{uuid.uuid4().hex[:24]}", "anthropic", time.monotonic(), [])
+            created = _Batch(f"msgbatch_{uuid.uuid4().hex[:24]}", "anthropic", time.monotonic(), [])
             for item in requests:
                 body = json.dumps(item.get("params")).encode()
-                batch.lines.append((str(item.get("custom_id")), self._answer("anthropic", body, headers, None)))
+                created.lines.append((str(item.get("custom_id")), self._answer("anthropic", body, headers, None)))
             with self._lock:
-                self.batches[batch.id] = batch
+                self.batches[created.id] = created
                 self.creates += 1
-            return json_response("anthropic", 200, self._anthropic_object(batch))
+            return json_response("anthropic", 200, self._anthropic_object(created))
         with self._lock:
             batch = self.batches.get(ident or "")
             if batch is not None and action == "cancel":
@@ -230,7 +230,8 @@ def _multipart(raw: bytes, content_type: str) -> dict[str, tuple[str | None, byt
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
         if isinstance(name, str):
-            fields[name] = (part.get_filename(), part.get_payload(decode=True) or b"")
+            payload = part.get_payload(decode=True)  # bytes, or None for an empty part
+            fields[name] = (part.get_filename(), payload if isinstance(payload, bytes) else b"")
     return fields
 
 

@@ -43,9 +43,18 @@ class GateTests(Protocol):
 
 
 class AcceptanceRule(Protocol):
-    name: str
-    screens_edits_alone: bool  # the screener runs each edit alone and confirms its fixes
-    honest: bool  # the incumbent is re-sampled at every comparison; the trainer keeps every sample
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def screens_edits_alone(self) -> bool:
+        """The screener runs each edit alone and confirms its fixes."""
+        ...
+
+    @property
+    def honest(self) -> bool:
+        """The incumbent is re-sampled at every comparison; the trainer keeps every sample."""
+        ...
 
     def judge(self, gate: GateTests, incumbent: Version, candidate_text: str, step_id: str,
               samples: Samples | None, *, confirmed: bool) -> GateResult:

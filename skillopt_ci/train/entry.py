@@ -55,7 +55,8 @@ class TrainOutcome:
 
 
 def _policy(config: Config, request: TrainRequest) -> TrainPolicy:
-    changes = {k: v for k, v in (("epochs", request.epochs), ("batch_size", request.batch_size)) if v is not None}
+    changes: dict[str, Any] = {k: v for k, v in (("epochs", request.epochs), ("batch_size", request.batch_size))
+                               if v is not None}
     return replace(config.train, **changes)
 
 

@@ -146,7 +146,7 @@ def as_samples(results: Sequence[TaskResult]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for r in sorted(results, key=lambda r: (r.task_id, r.repeat)):
         if r.ok:
-            out.setdefault(r.task_id, []).append(float(r.score))  # type: ignore[arg-type]
+            out.setdefault(r.task_id, []).append(float(r.score))  # type: ignore[arg-type]  # r.ok: its score is not None
     return out
 
 
@@ -163,7 +163,7 @@ def hardest_first(tasks: Sequence[Task], incumbent: list[TaskResult]) -> tuple[T
     score: dict[str, float] = {}
     for r in incumbent:
         if r.ok:
-            score[r.task_id] = score.get(r.task_id, 0.0) + float(r.score)  # type: ignore[arg-type]
+            score[r.task_id] = score.get(r.task_id, 0.0) + float(r.score)  # type: ignore[arg-type]  # r.ok: its score is not None
     return tuple(sorted(tasks, key=lambda t: score.get(t.id, 0.0)))
 
 

@@ -298,7 +298,7 @@ def _outcome_from(data: Mapping[str, Any]) -> StepOutcome:
         incumbent_val=data["incumbent_val"], incumbent_version_after=int(data["incumbent_version_after"]),
         spend={stage: StageSpend.from_dict(s) for stage, s in (data.get("spend") or {}).items()},
         early_stopped=stats.get("early_stopped"), delta=data.get("delta"),
-        ci=tuple(data["ci"]) if data.get("ci") else None,  # type: ignore[arg-type]
+        ci=tuple(data["ci"]) if data.get("ci") else None,
     )
 
 

@@ -68,7 +68,7 @@ class _Builder:
         return value
 
     def results(self, run_dir: Path) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         path = run_dir / "results.jsonl"
         if not path.exists():
             return out

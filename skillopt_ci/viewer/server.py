@@ -44,7 +44,7 @@ class _Handler(LoopbackHandler):
     do_GET = LoopbackHandler.receive
 
     def respond(self, method: str, body: bytes, headers: dict[str, str]) -> None:
-        service: ViewerServer = self.server.service  # type: ignore[assignment]
+        service: ViewerServer = self.server.service  # type: ignore[assignment]  # the viewer's own handler
         url = urlsplit(self.path)
         if not service.host_allowed(headers.get("host")):
             self.close_connection = True

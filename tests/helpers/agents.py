@@ -137,7 +137,7 @@ class AgentScript:
             if "apply_patch" in names:
                 lines = "".join(f"+{line}\n" for line in content.splitlines())
                 patch = f"*** Begin Patch\n*** Add File: {self.answer_file}\n{lines}*** End Patch"
-                return ScriptedReply(tool_calls=[ScriptedToolCall("apply_patch", patch, kind="custom")])
+                return ScriptedReply(tool_calls=(ScriptedToolCall("apply_patch", patch, kind="custom"),))
             script = f"cat > {shlex.quote(self.answer_file)} <<'EOF'\n{content}EOF"
             return _call("exec_command", {"cmd": script, "workdir": cwd})
         return ScriptedReply(self.final.format(file=self.answer_file))
@@ -160,7 +160,7 @@ class AgentScript:
 
 
 def _call(name: str, arguments: dict[str, Any]) -> ScriptedReply:
-    return ScriptedReply(tool_calls=[ScriptedToolCall(name, arguments)])
+    return ScriptedReply(tool_calls=(ScriptedToolCall(name, arguments),))
 
 
 def _all_text(request: ScriptedRequest) -> str:

@@ -206,7 +206,7 @@ def test_compare_through_a_provider_that_echoes_the_key_leaks_nothing(tmp_path):
         head.write_text((project / "skills/ticket-triage/SKILL.md").read_text() + "\nBe brief.\n")
         res = run_cli("compare", "skills/ticket-triage/SKILL.md", "head.md", "--suite", "eval_suites/ticket-triage",
                       "--out", str(tmp_path / "cmp"), "--quiet", cwd=project, env=SECRET_ENV)
-    assert res.code in (0, 1), res.err
+    assert res.code == 0, res.err
     assert_no_traceback(res.out, res.err)
     assert_no_secret(tmp_path, res.out, res.err)
 

@@ -42,9 +42,10 @@ def _checkout(tmp_path: Path, *, chromium: bool, uid: int) -> tuple[Path, Path, 
     _stub(bin_dir, "bwrap")  # present: only Chromium's absence is under test here
     _stub(bin_dir, "sudo", 'exec "$@"')
     _stub(bin_dir, "id", f"echo {uid}; exit 0")
-    # python in the active virtualenv: pip succeeds, lint-imports exits with $LINT_EXIT (0 unless
-    # set), pytest reports its TMPDIR and exits 5.
+    # python in the active virtualenv: pip succeeds, lint-imports exits with $LINT_EXIT and mypy
+    # with $MYPY_EXIT (0 unless set), pytest reports its TMPDIR and exits 5.
     _stub(bin_dir, "python", 'case "$*" in *importlinter*) exit "${LINT_EXIT:-0}";; '
+                             '*mypy*) exit "${MYPY_EXIT:-0}";; '
                              '*pytest*) echo "TMPDIR=$TMPDIR" >> "$STUB_LOG"; exit 5;; esac')
     if chromium:
         _stub(bin_dir, "chromium")
@@ -57,6 +58,7 @@ def _checkout(tmp_path: Path, *, chromium: bool, uid: int) -> tuple[Path, Path, 
 
 LINT_IMPORTS = ("python -c import sys; from importlinter.cli import lint_imports_command; "
                 "sys.exit(lint_imports_command()) --no-cache")
+MYPY = "python -m mypy --cache-dir .test/mypy"
 
 
 def _run(checkout: Path, env: dict[str, str], *args: str) -> tuple[int, list[str]]:
@@ -82,7 +84,7 @@ def test_installs_chromium_when_absent_then_runs_pytest_with_its_exit_code(tmp_p
     checkout, _, env = _checkout(tmp_path, chromium=False, uid=uid)
     code, calls = _run(checkout, env, "-k", "torture")
     assert code == 5  # pytest's exit code comes through
-    assert calls[:-1] == ["id -u", *apt_calls, "python -m pip install --quiet .[test]", LINT_IMPORTS,
+    assert calls[:-1] == ["id -u", *apt_calls, "python -m pip install --quiet .[test]", LINT_IMPORTS, MYPY,
                           "python -m pytest -q -n 2 -k torture"]
     _assert_temporary_files_were_removed(calls[-1], tmp_path)
 
@@ -114,6 +116,18 @@ def test_a_broken_import_contract_stops_before_pytest_with_its_exit_code(tmp_pat
     assert proc.returncode == 1
     assert calls[-1] == LINT_IMPORTS and not any("pytest" in c for c in calls)
     assert "the import contract is broken (lint-imports exited 1)" in proc.stderr
+
+
+def test_a_type_error_stops_before_pytest_with_its_exit_code(tmp_path):
+    checkout, _, env = _checkout(tmp_path, chromium=True, uid=1000)
+    env["MYPY_EXIT"] = "1"
+    bash = shutil.which("bash")
+    assert bash
+    proc = subprocess.run([bash, str(checkout / "test.sh")], env=env, capture_output=True, text=True, timeout=60)
+    calls = Path(env["STUB_LOG"]).read_text().splitlines()
+    assert proc.returncode == 1
+    assert calls[-2:] == [LINT_IMPORTS, MYPY] and not any("pytest" in c for c in calls)
+    assert "the type checker found errors (mypy exited 1)" in proc.stderr
 
 
 def test_readme_quick_start_and_ci_run_use_the_script():

@@ -62,7 +62,7 @@ def workbooks() -> dict[str, list[tuple[bytes, bytes]]]:
     """Per kind, its test cases as (init, golden) workbook bytes."""
     cases: dict[str, list[tuple[bytes, bytes]]] = {"sum": [], "upper": [], "double": []}
     for numbers in SUM_CASES:
-        start = {f"A{i}": v for i, v in enumerate(numbers, 1)}
+        start: dict[str, object] = {f"A{i}": v for i, v in enumerate(numbers, 1)}
         cases["sum"].append((_book(start), _book({**start, "B1": sum(numbers)})))
     start = {f"A{i}": w for i, w in enumerate(WORDS, 1)}
     cases["upper"].append((_book(start), _book({**start, **{f"B{i}": w.upper() for i, w in enumerate(WORDS, 1)}})))

@@ -86,7 +86,8 @@ class Proposal:
 
 def split_results(results: Sequence[TaskResult], threshold: float = 1.0) -> tuple[list[TaskResult], list[TaskResult]]:
     """``(failures, successes)`` in the given order; errored or unscored results are dropped."""
-    failures, successes = [], []
+    failures: list[TaskResult] = []
+    successes: list[TaskResult] = []
     for r in results:
         if r.error or r.score is None:
             continue
