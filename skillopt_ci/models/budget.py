@@ -168,11 +168,13 @@ class SpendGuard:
         finally:
             self.limits = previous
 
-    async def reserve(self, role: str, raw: CallEstimate, price: tuple[float, float] | None) -> Reservation | None:
+    async def reserve(self, role: str, raw: CallEstimate, price: tuple[float, float] | None, *,
+                      first_alone: bool = True) -> Reservation | None:
         """Reserve the estimate ``raw`` of a ``role`` call (scaled by what that role's calls were
         billed so far); ``None`` when nothing is limited. A call that fits only once calls in
         flight have landed waits for them (it may still fit: estimates are upper bounds); one that
-        would pass the budget even so raises :class:`BudgetReached`."""
+        would pass the budget even so raises :class:`BudgetReached`. ``first_alone`` sends a
+        role's first call alone (off for provider batches, whose answers take long to land)."""
         calibration = self._calibration.setdefault(role, _Calibration())
         while self.limits.active:
             estimate = _scaled(raw, calibration, price)
@@ -180,7 +182,7 @@ class SpendGuard:
             if over is not None and (self.in_flight == 0 or self._over(estimate, CallEstimate(0, 0, 0.0)) is not None):
                 raise BudgetReached(over, estimate, self.reserved, self.in_flight)
             # the first call of a role goes alone: the estimates of the next ones learn from its bill
-            if over is None and (calibration.landed or not calibration.in_flight):
+            if over is None and (calibration.landed or not calibration.in_flight or not first_alone):
                 self._usd += estimate.usd or 0.0
                 self._tokens += estimate.tokens
                 self.in_flight += 1

@@ -152,7 +152,8 @@ class ModelPool:
             )
         reservation = None
         if self.guard.limits.active:  # budgets: the call's estimated cost is reserved before it is sent
-            reservation = await self.guard.reserve(role, estimate_call(messages, tools, max_output(spec), price), price)
+            reservation = await self.guard.reserve(role, estimate_call(messages, tools, max_output(spec), price), price,
+                                                   first_alone=self.batch is None)
         billed = Usage(None, None)
         try:
             completion = await self._send(role, spec, key, messages, params, tools, reply, spend)
