@@ -11,6 +11,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+import yaml
+from test_runs import judge_policy
 
 from conftest import run_cli, write_project
 from skillopt_ci.core.messages import Message
@@ -157,3 +159,67 @@ def test_a_cached_answer_costs_nothing_and_reserves_nothing(tmp_path):
         outcomes = spend_under(again, Limits(max_dollars=0.0), 1)  # nothing left to spend
     assert not isinstance(outcomes[0], BaseException) and len(server.calls) == 1
     assert again.total_spend().cost_usd == 0 and again.total_spend().cache_hits == 1
+
+
+def judged_project(root: Path, server, budgets: dict) -> Path:
+    """The example with an LLM judge that costs a thousand times the target."""
+    project = write_project(root, server.openai_base_url, budgets=budgets,
+                            pricing={"sim-triage-1": {"input": 1.0, "output": 2.0},
+                                     "claude-haiku-4-5": {"input": 1000.0, "output": 1000.0}})
+    config = yaml.safe_load((project / "skillopt.yml").read_text())
+    config["models"]["judge"] = {"provider": "anthropic", "model": "claude-haiku-4-5",
+                                 "base_url": server.anthropic_base_url}
+    (project / "skillopt.yml").write_text(yaml.safe_dump(config))
+    suite = project / "eval_suites/ticket-triage/suite.yaml"
+    data = yaml.safe_load(suite.read_text())
+    data["scorer"] = {"type": "llm_judge", "rubric": "Score 1 if the answer names the Enterprise plan."}
+    suite.write_text(yaml.safe_dump(data))
+    return project
+
+
+def test_a_rollout_whose_judge_call_is_refused_keeps_no_result_and_the_stop_line_says_what_it_spent(tmp_path):
+    """The target's call fits, the judge's does not: the rollout keeps no result, what its target
+    call cost is named in the stop line, and the resume gets that answer from the cache."""
+    with ScriptedModelServer(judge_policy) as server:
+        project = judged_project(tmp_path / "p", server, {"max_dollars": 0.5})
+        out = tmp_path / "run"
+        res = run_cli("eval", "ticket-triage", "--split", "train", "--yes", "--quiet", "--out", str(out),
+                      cwd=project, env={"ANTHROPIC_API_KEY": "k"})
+        assert res.code == 3, res.err
+        summary = json.loads((out / "summary.json").read_text())
+        targets = [c for c in server.calls if c.request.protocol == "openai"]
+        assert targets and not [c for c in server.calls if c.request.protocol == "anthropic"]
+        assert summary["n_results"] == 0 and summary["spent_usd"] == 0
+        spent = re.search(r"dollar budget reached \(\$(\d+\.\d{4}) spent of \$0\.5; a call estimated at "
+                          r"\$\d+\.\d{4} would pass it( with \$\d+\.\d{4} reserved by \d+ call\(s\) in flight)?; "
+                          r"\$(\d+\.\d{4}) of it by rollouts stopped mid-way, "
+                          r"which kept no result", summary["stopped"])
+        assert spent and spent.group(1) == spent.group(3) and float(spent.group(1)) > 0, summary["stopped"]
+        # the answers those rollouts got are cached: with room for the judge, only its calls are new
+        server.reset()
+        project_yml = yaml.safe_load((project / "skillopt.yml").read_text())
+        project_yml["budgets"] = {"max_dollars": 100}
+        (project / "skillopt.yml").write_text(yaml.safe_dump(project_yml))
+        again = run_cli("eval", "ticket-triage", "--split", "train", "--yes", "--quiet", "--out", str(out),
+                        cwd=project, env={"ANTHROPIC_API_KEY": "k"})
+        assert again.code == 0, again.err
+        assert len([c for c in server.calls if c.request.protocol == "openai"]) == 18 - len(targets)
+
+
+def test_training_holds_the_optimizers_calls_to_the_budget_too(tmp_path):
+    """The baseline fits in 3,000 tokens, the first reflection does not: it is not sent (the old
+    code sent it and two more, ending at 4,217 of 3,000) and the run stops at its checkpoint."""
+    from test_train import SIM_OPTIMIZER, train, train_project
+
+    from skillopt_ci.testing.sim_models import SimulatedModels
+
+    with ScriptedModelServer(SimulatedModels()) as server:
+        project = train_project(tmp_path / "p", server.openai_base_url)
+        res = train(project, tmp_path / "run", "--budget-tokens", "3000")
+        assert res.code == 0, res.err
+        assert not [c for c in server.calls if c.request.model == SIM_OPTIMIZER]
+    state = json.loads((tmp_path / "run" / "state.json").read_text())
+    tokens = state["spent"]["input_tokens"] + state["spent"]["output_tokens"]
+    assert 0 < tokens <= 3000
+    assert re.fullmatch(rf"token budget reached \({tokens} of 3000; a call estimated at [\d,]+ tokens would pass it\)",
+                        state["stopped"]), state["stopped"]

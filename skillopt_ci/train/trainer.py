@@ -153,8 +153,10 @@ class Trainer:
                     {"baseline": self.do_baseline, "steps": self.do_step, "epoch_end": self.do_epoch_end,
                      "test": self.do_test}[state.phase](state)
                     self.checkpoint(state)
-        except (BudgetExhausted, BudgetReached) as exc:  # the stage in progress is not recorded
+        except BudgetExhausted as exc:  # the stage in progress is not recorded
             state.stopped = str(exc)
+        except BudgetReached as exc:  # a call (the optimizer's) was not sent: the stage is not recorded
+            state.stopped = self.meter.refused(exc)
         except RuntimeFailure as exc:
             state.stopped = f"runtime failure: {exc}"
             self.checkpoint(state)
