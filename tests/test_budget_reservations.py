@@ -190,9 +190,9 @@ def test_a_rollout_whose_judge_call_is_refused_keeps_no_result_and_the_stop_line
         targets = [c for c in server.calls if c.request.protocol == "openai"]
         assert targets and not [c for c in server.calls if c.request.protocol == "anthropic"]
         assert summary["n_results"] == 0 and summary["spent_usd"] == 0
-        spent = re.search(r"dollar budget reached \(\$(\d+\.\d{4}) spent of \$0\.5; a call estimated at "
-                          r"\$\d+\.\d{4} would pass it( with \$\d+\.\d{4} reserved by \d+ call\(s\) in flight)?; "
-                          r"\$(\d+\.\d{4}) of it by rollouts stopped mid-way, "
+        spent = re.search(r"dollar budget reached \(\$(\d+\.\d+) spent of \$0\.5; a call estimated at "
+                          r"\$\d+\.\d+ would pass it( with \$\d+\.\d+ reserved by \d+ call\(s\) in flight)?; "
+                          r"\$(\d+\.\d+) of it by rollouts stopped mid-way, "
                           r"which kept no result", summary["stopped"])
         assert spent and spent.group(1) == spent.group(3) and float(spent.group(1)) > 0, summary["stopped"]
         # the answers those rollouts got are cached: with room for the judge, only its calls are new

@@ -13,10 +13,10 @@ Contract:
 from __future__ import annotations
 
 from skillopt_ci.inputs.config import Budgets
-from skillopt_ci.models.budget import BudgetReached, Limits
+from skillopt_ci.models.budget import BudgetReached, Limits, usd
 from skillopt_ci.models.pool import ModelPool
 
-UNKEPT_SHOWN_USD = 0.00005  # below what the line's four decimals show
+UNKEPT_SHOWN_USD = 0.0000005  # below what the line shows
 
 
 def budget_limits(budgets: Budgets) -> Limits:
@@ -36,9 +36,9 @@ def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float | None, refuse
                                             or (refused and refused.kind == "dollar")):
         why = f"; {refused.refusal()}" if refused and refused.kind == "dollar" else ""
         if unkept_usd >= UNKEPT_SHOWN_USD:
-            why += (f"; ${unkept_usd:.4f} of it by rollouts stopped mid-way, which kept no result "
+            why += (f"; {usd(unkept_usd)} of it by rollouts stopped mid-way, which kept no result "
                     "(their answers are cached for the resume)")
-        return f"dollar budget reached (${spent.cost_usd:.4f} spent of ${budgets.max_dollars}{why})"
+        return f"dollar budget reached ({usd(spent.cost_usd)} spent of ${budgets.max_dollars}{why})"
     if budgets.max_wall_seconds is not None and elapsed is not None and elapsed >= budgets.max_wall_seconds:
         return f"wall-time budget reached ({elapsed:.0f}s of {budgets.max_wall_seconds}s)"
     return None

@@ -87,14 +87,19 @@ class BudgetReached(RuntimeFailure):
     def refusal(self) -> str:
         """Why the call was refused: its estimate, and what calls in flight held reserved."""
         if self.kind == "dollar":
-            text = f"a call estimated at ${self.estimate.usd or 0:.4f} would pass it"
-            held = f"${self.reserved.usd or 0:.4f}"
+            text = f"a call estimated at {usd(self.estimate.usd or 0.0)} would pass it"
+            held = usd(self.reserved.usd or 0.0)
         else:
             text = f"a call estimated at {self.estimate.tokens:,} tokens would pass it"
             held = f"{self.reserved.tokens:,} tokens"
         if self.in_flight:
             text += f" with {held} reserved by {self.in_flight} call(s) in flight"
         return text
+
+
+def usd(amount: float) -> str:
+    """Dollars as a stop line shows them: four decimals, six below a cent (a cheap model's calls)."""
+    return f"${amount:.4f}" if abs(amount) >= 0.01 or amount == 0 else f"${amount:.6f}"
 
 
 @functools.lru_cache(maxsize=256)

@@ -23,7 +23,7 @@ from skillopt_ci.engine.evaluation import EvalSession, make_plan
 from skillopt_ci.engine.runner import EvalOutcome
 from skillopt_ci.inputs.config import Budgets
 from skillopt_ci.inputs.suite import Suite
-from skillopt_ci.models.budget import BudgetReached
+from skillopt_ci.models.budget import BudgetReached, usd
 from skillopt_ci.train.history import StageSpend
 from skillopt_ci.train.state import Spend
 
@@ -103,7 +103,7 @@ class BudgetMeter:
         spent, b = self.spent(), self.budgets
         if exc.kind == "token":
             return f"token budget reached ({spent.tokens} of {b.max_tokens}; {exc.refusal()})"
-        return f"dollar budget reached (${spent.cost_usd:.4f} spent of ${b.max_dollars}; {exc.refusal()})"
+        return f"dollar budget reached ({usd(spent.cost_usd)} spent of ${b.max_dollars}; {exc.refusal()})"
 
     def reading(self) -> StageSpend:
         """This process's model spend so far (stage spend is the difference of two readings)."""
