@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from wire_helpers import tiny_png
 
 from conftest import run_cli
 from helpers.textworld import TextWorld, play, reply
@@ -264,7 +265,7 @@ def test_cancelled_rollout_closes_the_world_and_lets_the_cancellation_through(tm
 def test_task_images_are_shown_on_every_turn_and_kept_once(tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "map.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"map" * 10)
+    (suite / "map.png").write_bytes(tiny_png((0, 128, 0)))  # a real image: its bytes decide the media type
     record = {**tasks("train")[1].fields, "images": ["map.png"]}
     task = Task(id=record["id"], input=record["input"], fields=record)
     req = dataclasses.replace(request(task), suite_dir=suite, image_dir=tmp_path / "run" / "images")

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from wire_helpers import tiny_png
 
 from fakes.tool_model import ScriptedCaller, call, reply, turn
 from skillopt_ci.core.errors import InputError, ProviderError
@@ -233,7 +234,7 @@ def test_identity_names_the_options(tmp_path):
 
 def test_task_images_go_with_the_prompt_and_are_kept_once(tmp_path):
     suite = make_suite(tmp_path)
-    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+    png = tiny_png((10, 20, 30))  # a real image: what the bytes are decides the media type sent
     (suite / "chart.png").write_bytes(png)
     req = request_for(suite, {"images": ["chart.png"]})
     req = RolloutRequest(**{**req.__dict__, "image_dir": tmp_path / "run" / "images", "sample_index": 2})

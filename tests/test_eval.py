@@ -187,7 +187,7 @@ def test_unreachable_endpoint_aborts_with_exit_3_and_leaves_nothing(tmp_path):
 
 
 def test_budget_stops_the_run_cleanly(server, tmp_path):
-    project = write_project(tmp_path / "p", server.openai_base_url, budgets={"max_tokens": 300})
+    project = write_project(tmp_path / "p", server.openai_base_url, budgets={"max_tokens": 1500})  # a call reserves ~600
     res = run_cli("eval", "ticket-triage", "--out", str(tmp_path / "run"), "--cache", "off", "--quiet",
                   "--concurrency", "1", cwd=project)
     assert res.code == 3

@@ -47,4 +47,7 @@ def import_benchmark(name: str, source: Path, out: Path, *, manifest_dir: Path |
             shutil.rmtree(out, ignore_errors=True)
         raise
     counts = {split: len(tasks) for split, tasks in draft.tasks.items()}
+    if not counts.get("train") or not counts.get("val"):
+        draft.notes.append("the manifest has no train or no val ids: the suite serves eval and bench run; "
+                           "train needs both splits")
     return ImportReport(name, module.TITLE, out, counts, len(draft.assets), list(draft.notes))

@@ -4,7 +4,9 @@ A manifest folder holds ``split_manifest.json`` (the upstream source and revisio
 and ``train/``, ``val/``, ``test/``, each with one ``items.json`` (a JSON array of entries with an
 ``id``; some benchmarks add fields, e.g. ALFWorld's ``gamefile``). The reference system's six
 manifests ship in the package, byte for byte (``manifests/<name>/``); ``--manifest DIR`` names
-another folder of the same layout.
+another folder of the same layout. A split may be missing or empty (a manifest of test ids only
+makes a suite for ``eval`` and ``bench run``; ``train`` then says it needs train and val); a
+manifest that names no id at all is refused.
 
 Split membership always comes from the manifest, never from a seeded shuffle: two of the published
 splits cannot be rebuilt that way. :func:`pick` matches the upstream rows to the manifest ids and
@@ -82,12 +84,11 @@ def load_manifest(name: str, folder: Path | None = None) -> Manifest:
         if not files:
             raise InputError(f"no items .json in {sub.name}/", where=shown)
         splits[split] = _items(files[0], f"{shown}/{sub.name}/{files[0].name}")
-    missing = [s for s in SPLITS if s not in splits]
-    if missing:
-        raise InputError(f"manifest has no {', '.join(missing)} split", where=shown,
-                         hint="a manifest folder holds train/, val/ and test/, each with an items .json")
+    if not any(splits.values()):
+        raise InputError("the manifest names no ids: no train/, val/ or test/ folder holds an item", where=shown,
+                         hint="a manifest folder holds train/, val/ and/or test/, each with an items .json")
     _check_disjoint(splits, shown)
-    return Manifest(name=name, splits=MappingProxyType({s: splits[s] for s in SPLITS}),
+    return Manifest(name=name, splits=MappingProxyType({s: splits.get(s, ()) for s in SPLITS}),
                     meta=MappingProxyType(meta), source=shown)
 
 

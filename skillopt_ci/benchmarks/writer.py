@@ -87,6 +87,8 @@ def _fill(folder: Path, draft: SuiteDraft, document: dict[str, Any]) -> None:
     text += yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     (folder / "suite.yaml").write_text(text, encoding="utf-8")
     for split, tasks in draft.tasks.items():
+        if not tasks:
+            continue  # a split the manifest leaves empty has no file (an empty split file is an error)
         lines = [json.dumps(task, ensure_ascii=False, sort_keys=False) for task in tasks]
         (folder / f"{split}.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     if draft.assets:

@@ -8,8 +8,10 @@ Contract:
 - Each result is appended to the run directory as it finishes (one ``O_APPEND`` write of one
   line), so a killed run loses only the rollouts in flight; on resume, finished task × repeat
   pairs are skipped and errored ones are tried again.
-- Budgets (tokens, dollars, wall time) stop the launch of new rollouts; the summary then says
-  ``complete: false`` and why.
+- Budgets (tokens, dollars, wall time) stop the launch of new rollouts, and every model call
+  reserves its estimated cost first (:mod:`skillopt_ci.engine.budgets`): a call that would pass a
+  dollar or token budget is not sent, its rollout keeps no result (it is tried again on resume),
+  and the run stops. The summary then says ``complete: false`` and why, with the true spend.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import cut
 from skillopt_ci.core.trajectory import Rollout
+from skillopt_ci.engine.budgets import budget_limits, budget_stop, final_stop
 from skillopt_ci.engine.progress import Progress
 from skillopt_ci.engine.rollout_cache import cached_rollout, rollout_key, store_rollout
 from skillopt_ci.engine.rundir import RunDir
@@ -38,6 +41,7 @@ from skillopt_ci.envs.chat import ChatEnvironment
 from skillopt_ci.inputs.config import Budgets
 from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.models.base import Usage
+from skillopt_ci.models.budget import BudgetReached
 from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.scorers import Scorer
 
@@ -92,19 +96,6 @@ class EvalOutcome:
     # Rollouts that were in flight when ``stop_when`` stopped the run and were cancelled: their
     # model calls may already have been sent (and billed), but no result was kept.
     cancelled: int = 0
-
-
-def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float) -> str | None:
-    """Which budget, if any, is used up."""
-    spent = pool.total_spend()
-    tokens = (spent.usage.input_tokens or 0) + (spent.usage.output_tokens or 0)
-    if budgets.max_tokens is not None and tokens >= budgets.max_tokens:
-        return f"token budget reached ({tokens} of {budgets.max_tokens})"
-    if budgets.max_dollars is not None and spent.cost_usd >= budgets.max_dollars:
-        return f"dollar budget reached (${spent.cost_usd:.4f} of ${budgets.max_dollars})"
-    if budgets.max_wall_seconds is not None and elapsed >= budgets.max_wall_seconds:
-        return f"wall-time budget reached ({elapsed:.0f}s of {budgets.max_wall_seconds}s)"
-    return None
 
 
 async def rollout(plan: EvalPlan, task: Task, repeat: int, prompt: str, pool: ModelPool, scorer: Scorer,
@@ -199,12 +190,16 @@ async def evaluate(
     loop = _Workers(plan, pool, scorer, environment or ChatEnvironment(NoOptions(), plan.suite.path), run,
                     budgets or Budgets(), errors or ErrorPolicy(),
                     progress or Progress(len(todo), plan.skill.name, enabled=False), run.result_log(), clock, started,
-                    stop_when, latest, iter(todo))
+                    stop_when, latest, iter(todo), spent_before=pool.total_spend().cost_usd)
     if stop_when is not None and (reason := stop_when(latest)):
         loop.stop.append(reason)
-    if not loop.stop:
-        loop.workers += [asyncio.ensure_future(loop.work()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
-    await loop.join()
+    with pool.guard.limited(budget_limits(loop.budgets)):
+        if not loop.stop:
+            loop.workers += [asyncio.ensure_future(loop.work()) for _ in range(max(1, min(pool.config.concurrency, len(todo))))]
+        await loop.join()
+    if loop.budget_stopped:  # written again now that every call in flight has landed: the true spend
+        loop.stop[0] = final_stop(pool, loop.budgets, loop.stop[0], loop.refused,
+                                  pool.total_spend().cost_usd - loop.spent_before - loop.kept_usd)
     summary = _summary(plan, latest, model, clock() - started, loop.stop)
     return EvalOutcome(summary=summary, results=_in_plan_order(plan, latest), run_dir=run.path,
                        cancelled=loop.cancelled)
@@ -236,6 +231,10 @@ class _Workers:
     workers: list[asyncio.Future[None]] = field(default_factory=list)
     in_flight: int = 0  # rollouts started and not yet recorded
     cancelled: int = 0  # rollouts in flight when stop_when stopped the run
+    budget_stopped: bool = False  # stop[0] is a budget's
+    refused: BudgetReached | None = None  # the call a budget refused to send, if one was
+    spent_before: float = 0.0  # the pool's dollars when this evaluation started
+    kept_usd: float = 0.0  # what the results kept by this process spent (the summary's spent_usd)
 
     def halt_others(self) -> None:
         current = asyncio.current_task()
@@ -250,7 +249,7 @@ class _Workers:
                 return
             reason = budget_stop(self.pool, self.budgets, self.clock() - self.started)
             if reason:
-                self.stop.append(reason)
+                self.stop_for_budget(reason)
                 return
             prompt = self.prompts.get(task.id)
             if prompt is None:
@@ -259,15 +258,27 @@ class _Workers:
             try:
                 result = await rollout(self.plan, task, repeat, prompt, self.pool, self.scorer, self.environment,
                                        self.run.path)
+            except BudgetReached as exc:  # a call of this rollout was not sent: no result, the run stops
+                self.refused = self.refused or exc
+                self.stop_for_budget(str(exc))
+                return
             finally:
                 self.in_flight -= 1
             if self.record(task, repeat, result):
                 return
 
+    def stop_for_budget(self, reason: str) -> None:
+        """Launch nothing more; rollouts in flight finish (their calls hold reservations)."""
+        if not self.stop:
+            self.stop.append(reason)
+            self.budget_stopped = True
+
     def record(self, task: Task, repeat: int, result: TaskResult) -> bool:
         """Keep ``result``; True when the run stops here. Too many errors raise RuntimeFailure."""
         self.latest[(task.id, repeat)] = result
         self.log.append(result)
+        if not result.cached and result.output is not None:
+            self.kept_usd += result.cost_usd or 0.0
         self.progress.advance(error=not result.ok)
         self.attempts += 1
         self.failures += not result.ok

@@ -12,7 +12,6 @@ suite (a tool module that does not load) and lets ``asyncio.CancelledError`` thr
 
 from __future__ import annotations
 
-import mimetypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.task import Task, task_paths
 from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.inputs.assets import suite_file
+from skillopt_ci.inputs.images import HEAD_BYTES, KNOWN, describe_head, image_type
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.sandbox import SandboxError, Workspace
 
@@ -108,12 +108,17 @@ def task_images(task: Task, suite_dir: Path) -> tuple[ImagePart, ...]:
     images = []
     for shown, relative in task_paths(task, "images").items():
         path = suite_file(suite_dir, relative, task.source or None)
-        media = IMAGE_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         try:
-            images.append(ImagePart(media, path.read_bytes()))
+            data = path.read_bytes()
         except OSError as exc:
             raise InputError(f"task {task.id!r}: cannot read image {shown!r}: {exc.strerror}",
                              where=task.source or None) from None
+        media = image_type(data[:HEAD_BYTES])  # what the bytes are, whatever the name says
+        if media is None:
+            raise InputError(f"task {task.id!r}: image {shown!r} ({path}) is not a {KNOWN} image "
+                             f"({describe_head(data[:HEAD_BYTES])})", where=task.source or None,
+                             hint="convert it, or fix the path in the task")
+        images.append(ImagePart(media, data))
     return tuple(images)
 
 

@@ -23,6 +23,7 @@ from skillopt_ci.core.task import PATH_FIELDS, Task, task_paths
 from skillopt_ci.core.template import fill, placeholders
 from skillopt_ci.inputs.assets import INDEX_FILE, AssetIndex, is_asset_ref, load_assets
 from skillopt_ci.inputs.fork_data import FORK_TASKS_KEY, fork_tasks_problem
+from skillopt_ci.inputs.images import HEAD_BYTES, KNOWN, describe_head, image_type
 from skillopt_ci.inputs.yamlfile import Problem, load_yaml, schema_problems
 
 SPLITS = ("train", "val", "test")
@@ -317,6 +318,20 @@ def _reference_problem(root: Path, task: Task, key: str, dest: str, relative: st
         return f"{where} is not a file"
     if key == "images" and target.suffix.lower() not in IMAGE_SUFFIXES:
         return f"{where} is not PNG, JPEG, GIF or WebP (what model APIs accept); convert it"
+    if key == "images":
+        return _image_problem(where, resolved)
+    return None
+
+
+def _image_problem(where: str, path: Path) -> str | None:
+    """Why a file named as an image is none a model API takes (its bytes, not its name), or ``None``."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError as exc:
+        return f"{where} cannot be read: {exc.strerror}"
+    if image_type(head) is None:
+        return f"{where} is not a {KNOWN} image ({describe_head(head)}); convert it or fix the path"
     return None
 
 

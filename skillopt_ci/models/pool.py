@@ -13,8 +13,10 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError, ProviderError, RuntimeFailure
 from skillopt_ci.inputs.config import Config, ModelSpec
+from skillopt_ci.inputs.preflight import max_output
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec, Usage
 from skillopt_ci.models.batch import BatchRouter
+from skillopt_ci.models.budget import SpendGuard, Spent, estimate_call
 from skillopt_ci.models.cache import ResponseCache, cache_key, redacted
 from skillopt_ci.models.limiter import AdaptiveLimit
 from skillopt_ci.models.pricing import LOCAL_PRICE, cost_of, is_loopback, price_for
@@ -82,6 +84,7 @@ class ModelPool:
         self.limiter = AdaptiveLimit(config.concurrency, adaptive=config.adaptive_concurrency)
         self._retry_base_delay = retry_base_delay
         self.batch: BatchRouter | None = None  # set by eval --batch: calls go through provider batches
+        self.guard = SpendGuard(self._spent)  # budgets: calls reserve their estimated cost first
 
     def spec(self, role: str) -> ModelSpec:
         spec = self.config.models.get(role)
@@ -147,6 +150,24 @@ class ModelPool:
                 where=str(self.cache.path),
                 hint="record the responses once with cache mode read-write, then replay",
             )
+        reservation = None
+        if self.guard.limits.active:  # budgets: the call's estimated cost is reserved before it is sent
+            reservation = await self.guard.reserve(role, estimate_call(messages, tools, max_output(spec), price), price,
+                                                   first_alone=self.batch is None)
+        billed = Usage(None, None)
+        try:
+            completion = await self._send(role, spec, key, messages, params, tools, reply, spend)
+            cost = _charge(spend, completion, price)  # counted before the reservation is let go
+            billed = completion.usage
+        finally:
+            self.guard.release(reservation, billed.input_tokens, billed.output_tokens)
+        self.cache.put(key, spec.provider, spec.model, completion)
+        return replace(completion, cost_usd=cost)
+
+    async def _send(self, role: str, spec: ModelSpec, key: str, messages: list[Message], params: dict[str, Any],
+                    tools: Sequence[ToolSpec], reply: ReplyFormat | None, spend: RoleSpend) -> Completion:
+        """One call after a cache miss, with its retries (through a provider batch in batch mode);
+        the answer redacted."""
         backend = self._backend(role, spec)
 
         def count_retry(error: ProviderError, delay: float) -> None:
@@ -170,10 +191,7 @@ class ModelPool:
             if self.batch is not None:
                 raise batch_error(exc) from exc
             raise
-        completion = redacted(completion)  # at the source: what the cache stores is what the run sees
-        cost = _charge(spend, completion, price)
-        self.cache.put(key, spec.provider, spec.model, completion)
-        return replace(completion, cost_usd=cost)
+        return redacted(completion)  # at the source: what the cache stores is what the run sees
 
     async def _attempt(self, backend: Backend, messages: list[Message], params: dict[str, Any],
                        tools: Sequence[ToolSpec], reply: ReplyFormat | None, max_wait: float,
@@ -224,6 +242,10 @@ class ModelPool:
         else:
             spend.cost_usd += cost
         return cost
+
+    def _spent(self) -> Spent:
+        total = self.total_spend()
+        return Spent(total.cost_usd, (total.usage.input_tokens or 0) + (total.usage.output_tokens or 0))
 
     def total_spend(self) -> RoleSpend:
         total = RoleSpend()

@@ -82,9 +82,10 @@ def prepare(config: Config, request: TrainRequest) -> tuple[SkillEntry, Skill, S
     skill = load_skill(entry.path, display=display_path(entry.path))
     suite = load_suite(entry.suite, display=display_path(entry.suite))
     for split in ("train", "val"):
-        if not suite.tasks(split):
+        if not suite.splits.get(split):  # missing or empty (a benchmark imported with test ids only)
             raise InputError(f"the {split!r} split has no tasks; training needs both train and val",
-                             where=suite.split_files.get(split, suite.display))
+                             where=suite.split_files.get(split, suite.display),
+                             hint=f"add {split}.jsonl to the suite, or evaluate with eval --split test")
     policy = _policy(config, request)
     if skill.tokens >= policy.max_skill_tokens:
         raise InputError(

@@ -23,6 +23,7 @@ from skillopt_ci.engine.evaluation import EvalSession, make_plan
 from skillopt_ci.engine.runner import EvalOutcome
 from skillopt_ci.inputs.config import Budgets
 from skillopt_ci.inputs.suite import Suite
+from skillopt_ci.models.budget import BudgetReached, usd
 from skillopt_ci.train.history import StageSpend
 from skillopt_ci.train.state import Spend
 
@@ -96,6 +97,13 @@ class BudgetMeter:
         if b.max_wall_seconds is not None and spent.wall_time_s >= b.max_wall_seconds:
             return f"wall-time budget reached ({spent.wall_time_s:.0f}s of {b.max_wall_seconds}s)"
         return None
+
+    def refused(self, exc: BudgetReached) -> str:
+        """The stop line of a call the budget refused to send, with what the run spent so far."""
+        spent, b = self.spent(), self.budgets
+        if exc.kind == "token":
+            return f"token budget reached ({spent.tokens} of {b.max_tokens}; {exc.refusal()})"
+        return f"dollar budget reached ({usd(spent.cost_usd)} spent of ${b.max_dollars}; {exc.refusal()})"
 
     def reading(self) -> StageSpend:
         """This process's model spend so far (stage spend is the difference of two readings)."""

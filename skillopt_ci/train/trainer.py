@@ -40,10 +40,12 @@ from skillopt_ci.core.edits import (
 from skillopt_ci.core.errors import RuntimeFailure
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.skill import Skill
+from skillopt_ci.engine.budgets import budget_limits
 from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.engine.rundir import RunDir, write_atomic, write_json_atomic
 from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.suite import Suite
+from skillopt_ci.models.budget import BudgetReached
 from skillopt_ci.train.credit import CreditAssigner
 from skillopt_ci.train.evaluate import BudgetExhausted, BudgetMeter, StageEvaluator
 from skillopt_ci.train.gate import GateResult, ValidationGate, fmt
@@ -141,16 +143,20 @@ class Trainer:
         state.steps_per_epoch = self.steps_per_epoch
         state.epochs_planned = self.policy.epochs
         try:
-            while state.phase != "done":
-                reason = self.meter.exhausted()
-                if reason and state.phase != "baseline":
-                    state.stopped = reason
-                    break
-                {"baseline": self.do_baseline, "steps": self.do_step, "epoch_end": self.do_epoch_end,
-                 "test": self.do_test}[state.phase](state)
-                self.checkpoint(state)
-        except BudgetExhausted as exc:
+            # every call of the run (the optimizer's too) reserves its estimated cost against the budget left
+            with self.session.pool.guard.limited(budget_limits(self.meter.remaining())):
+                while state.phase != "done":
+                    reason = self.meter.exhausted()
+                    if reason and state.phase != "baseline":
+                        state.stopped = reason
+                        break
+                    {"baseline": self.do_baseline, "steps": self.do_step, "epoch_end": self.do_epoch_end,
+                     "test": self.do_test}[state.phase](state)
+                    self.checkpoint(state)
+        except BudgetExhausted as exc:  # the stage in progress is not recorded
             state.stopped = str(exc)
+        except BudgetReached as exc:  # a call (the optimizer's) was not sent: the stage is not recorded
+            state.stopped = self.meter.refused(exc)
         except RuntimeFailure as exc:
             state.stopped = f"runtime failure: {exc}"
             self.checkpoint(state)
