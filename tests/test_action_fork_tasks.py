@@ -74,7 +74,7 @@ def test_a_forks_tasks_of_an_opted_in_suite_are_evaluated(tmp_path, fake, server
     assert {r["task_id"] for r in evaluated} == {"fork-0", "fork-1", "fork-2"}
     assert all(r["score"] == 0.0 for r in evaluated)  # the fork's expectations decide the score
     [sticky] = pr.sticky()
-    body = sticky["body"].replace("\\`", "`")
+    body = sticky["body"]  # the trust line's code spans render as code, not as escaped backticks
     assert "| ticket-triage | 0.000 [0.00, 0.00] (n=3) |" in body, body  # the example's val split has 12 tasks
     assert f"From this fork only the task files (`{VAL}`) were used" in body, body
     assert f"From this fork only the task files (`{VAL}`) were used" in pr.summary
@@ -94,7 +94,7 @@ def test_a_gate_on_a_forks_skill_and_tasks_runs_both_sides_on_its_tasks(tmp_path
     ids = {r["task_id"] for r in results(pr)}
     assert ids == {"fork-0", "fork-1"}, ids  # base and head, both on the fork's two tasks
     [sticky] = pr.sticky()
-    body = sticky["body"].replace("\\`", "`")
+    body = sticky["body"]  # the trust line's code spans render as code, not as escaped backticks
     assert f"From this fork only the skill documents (`{SKILL}`) and the task files (`{VAL}`) were used" in body
     assert skill["name"] == "ticket-triage"
 

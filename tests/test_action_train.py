@@ -109,3 +109,17 @@ def test_a_pull_request_that_cannot_be_opened_still_reports_the_improvement(tmp_
         in res.out
     assert "ticket-triage: improved, but the pull request could not be opened" in pr.summary
     assert "add `permissions: pull-requests: write`" in pr.summary
+
+
+def test_a_config_with_the_old_acceptance_flags_says_so_once_in_the_log(tmp_path, fake):
+    with ScriptedModelServer(SimulatedModels()) as server:
+        pr = nightly(tmp_path, fake, server)
+        config = (pr.root / "skillopt.yml").read_text()
+        assert "\ntrain:\n" in config
+        (pr.root / "skillopt.yml").write_text(config.replace("\ntrain:\n", "\ntrain:\n  sequential: false\n", 1))
+        res = run_train(pr)
+    assert res.code == 0, res.err + res.out
+    warnings = [line for line in res.out.splitlines() if line.startswith("::warning::")]
+    assert len(warnings) == 2, warnings  # each once, though the flow loads the config more than once
+    assert "train.sequential: deprecated: write `acceptance: screened` instead" in warnings[0]
+    assert "is retired" in warnings[1] and "it runs as `acceptance: screened`" in warnings[1]

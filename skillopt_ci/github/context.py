@@ -43,6 +43,7 @@ class Context:
     # its place (the base branch with the fork's skill documents), and the line that says so.
     evaluated_head: str | None = None
     trust_note: str = ""
+    config_warned: bool = False  # the config's deprecation warnings are in the log once
 
     def summary(self, markdown: str) -> None:
         append_summary(self.settings.summary_file, markdown)
@@ -74,7 +75,12 @@ class Context:
 
 def _config(ctx: Context) -> Config:
     path = ctx.settings.workspace / ctx.settings.config
-    return load_config(path, display=ctx.settings.config)
+    config = load_config(path, display=ctx.settings.config)
+    if not ctx.config_warned:
+        for line in config.warnings:
+            command("warning", line, stream=ctx.out)
+        ctx.config_warned = True
+    return config
 
 
 def selected_skills(config: Config, names: tuple[str, ...]) -> list[Any]:
@@ -117,8 +123,11 @@ FORK = ("Pull request from a fork", "Fork pull requests run without secrets and 
 
 def _trust_line(ctx: Context) -> str:
     """What the comment must say about trust: a fork's documents only, a run without a sandbox."""
-    lines = [ctx.trust_note, policy.unisolated_note() or ""]
-    return "".join(f"\n> {escape_inline(line, 3000)}\n" for line in lines if line)
+    # The trust note is markdown built from escaped parts (paths in code spans); escaping it again
+    # would show its backticks. The unisolated note is plain text.
+    unisolated = policy.unisolated_note()
+    lines = [" ".join(ctx.trust_note.split()), escape_inline(unisolated, 3000) if unisolated else ""]
+    return "".join(f"\n> {line}\n" for line in lines if line)
 
 
 def shard_done(ctx: Context, measured: GateReport | list[tuple[str, EvalSummary]]) -> int:

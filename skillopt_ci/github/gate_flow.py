@@ -30,7 +30,7 @@ from skillopt_ci.github.publisher import Annotation, Publisher, marker
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.settings import PullRequest, shard_name
 from skillopt_ci.github.sticky import post_sticky
-from skillopt_ci.render.markdown import code_span, escape_inline
+from skillopt_ci.render.markdown import code_span, escape_inline, truncate
 
 
 def gate_flow(ctx: Context) -> int:
@@ -114,7 +114,7 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
                  "inconclusive": "Inconclusive: too few measurements", "skipped": "No skill changed",
                  "passed": "No regression"}[report.verdict]
         if incomplete:
-            conclusion, title = "failure", f"Incomplete: {incomplete}"[:200]
+            conclusion, title = "failure", truncate(f"Incomplete: {incomplete}", 200)
         ctx.publish(lambda: publisher.check_run(pr.head_sha, conclusion=conclusion, title=title,
                                                 summary=render_gate(report, limit=65_535, run_url=s.run_url),
                                                 annotations=annotations, details_url=s.run_url))
