@@ -42,17 +42,17 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.core.records import Usage
 from skillopt_ci.core.redact import redact
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs.agent_access import AgentAccess, host_network, open_access
 from skillopt_ci.envs.agent_clis import AGENT_CLIS
+from skillopt_ci.envs.agent_output import Parsed
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace
 from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.envs.turn_watch import TurnWatch
@@ -80,41 +80,6 @@ class AgentOptions:
     output_bytes: int = 4_000_000  # of the CLI's JSON event stream kept per rollout
     transcript_chars: int = 20_000
     max_model_calls: int | None = None  # forwarded per rollout; None: max_turns
-
-
-@dataclass
-class Parsed:
-    """What the CLI's output says: ``failed`` is the failure event's message (``None``: none)."""
-
-    steps: list[Step] = field(default_factory=list)
-    output: str = ""
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: float | None = None
-    failed: str | None = None
-    failed_kind: str = "agent_failed"  # "max_turns" when the CLI stopped at its own turn limit
-    turns: int = 0
-    finish_reason: str | None = None  # why the CLI says it stopped, in its words (None: it did not say)
-
-
-def json_events(stdout: str, times: Sequence[float] = ()) -> Iterator[tuple[dict[str, Any], float]]:
-    """The JSON objects of a CLI's line-delimited output, each with the time its line arrived
-    (seconds since the CLI started, from :class:`TurnWatch`; 0 when unknown)."""
-    for index, line in enumerate(stdout.split("\n")):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            yield event, times[index] if index < len(times) else 0.0
-
-
-def stamp(steps: list[Step], since: int, elapsed: float) -> None:
-    """Give the steps added from index ``since`` on the arrival time of the event that made them."""
-    for index in range(since, len(steps)):
-        steps[index] = replace(steps[index], elapsed_s=elapsed)
 
 
 class AgentEnvironment(BaseEnvironment):

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.envs.agent_cli import AgentEnvironment, AgentOptions, Parsed
+from skillopt_ci.envs.agent_cli import AgentEnvironment, AgentOptions
+from skillopt_ci.envs.agent_output import Parsed
 from skillopt_ci.envs.claude_stream import parse_stream
 
 PERMISSION_MODES = ("acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan")

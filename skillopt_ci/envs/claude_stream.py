@@ -29,7 +29,7 @@ from typing import Any
 
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.trajectory import Step
-from skillopt_ci.envs.agent_cli import Parsed, json_events, stamp
+from skillopt_ci.envs.agent_output import Parsed, json_events, stamp
 
 
 @dataclass

@@ -31,7 +31,8 @@ from typing import Any
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.trajectory import Step
-from skillopt_ci.envs.agent_cli import AgentEnvironment, AgentOptions, Parsed, json_events, stamp
+from skillopt_ci.envs.agent_cli import AgentEnvironment, AgentOptions
+from skillopt_ci.envs.agent_output import Parsed, json_events, stamp
 from skillopt_ci.models.registry import DEFAULT_AZURE_RESPONSES_API_VERSION
 
 KEY_VARIABLE = "SKILLOPT_CODEX_API_KEY"
