@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from skillopt_ci.inputs.images import image_type as sniff
+
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 _DATA_URL = re.compile(r"^data:([^;,]+);base64,(.*)$", re.DOTALL)
 
@@ -71,19 +73,6 @@ def flatten_content(content: Any) -> str:
             return content["text"]
         return flatten_content(content.get("content"))
     return str(content)
-
-
-def sniff(data: bytes) -> str | None:
-    """The media type the bytes really have, from their signature, or None."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 def decode_image(media_type: str, encoded: str, where: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.names import slug
+from skillopt_ci.inputs.images import image_type as sniff_image
 
 MAX_STEPS = 400  # per result in a bundle; results.jsonl keeps them all
 MAX_FILES = 200  # kept-file names listed per result
@@ -37,20 +38,6 @@ IMAGE_TOTAL_BYTES = 8_000_000  # all images of one bundle
 IMAGE_KINDS = ("png", "jpeg", "gif", "webp")
 _IMAGE_NAME = re.compile(r"images/[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 _TEXT_FIELDS = ("name", "call_id")
-
-
-def sniff_image(data: bytes) -> str | None:
-    """The media type of ``data`` by its first bytes: one of the raster types a browser shows
-    without running anything, or ``None`` (SVG, HTML, anything else)."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if len(data) >= 12 and data.startswith(b"RIFF") and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 class ImageStore:
