@@ -78,6 +78,18 @@ def write_project(root: Path, base_url: str, target: dict | None = None, **overr
     return root
 
 
+def use_llm_judge(project: Path, anthropic_base_url: str) -> None:
+    """Score the example suite with an LLM judge (the scripted server's Anthropic route)."""
+    config = yaml.safe_load((project / "skillopt.yml").read_text())
+    config["models"]["judge"] = {"provider": "anthropic", "model": "claude-haiku-4-5",
+                                 "base_url": anthropic_base_url}
+    (project / "skillopt.yml").write_text(yaml.safe_dump(config))
+    suite = project / "eval_suites/ticket-triage/suite.yaml"
+    data = yaml.safe_load(suite.read_text())
+    data["scorer"] = {"type": "llm_judge", "rubric": "Score 1 if the answer names the Enterprise plan."}
+    suite.write_text(yaml.safe_dump(data))
+
+
 @pytest.fixture
 def project(tmp_path, server):
     return write_project(tmp_path / "proj", server.openai_base_url)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from batch_helpers import FAST, KEYS, batch_project, journal, summary
 
-from conftest import run_cli
+from conftest import run_cli, use_llm_judge
 from fakes.github import FakeGitHub
 
 WORLD = '''
@@ -85,14 +85,7 @@ def test_an_llm_judge_gets_its_own_batch_after_the_targets(tmp_path, server):
 
     server.policy = judge_policy
     project = batch_project(tmp_path / "proj", server)
-    config = yaml.safe_load((project / "skillopt.yml").read_text())
-    config["models"]["judge"] = {"provider": "anthropic", "model": "claude-haiku-4-5",
-                                 "base_url": server.anthropic_base_url}
-    (project / "skillopt.yml").write_text(yaml.safe_dump(config))
-    suite = project / "eval_suites/ticket-triage/suite.yaml"
-    data = yaml.safe_load(suite.read_text())
-    data["scorer"] = {"type": "llm_judge", "rubric": "Score 1 if the answer names the Enterprise plan."}
-    suite.write_text(yaml.safe_dump(data))
+    use_llm_judge(project, server.anthropic_base_url)
     run = tmp_path / "run"
     res = run_cli("eval", "ticket-triage", "--out", str(run), "--batch", "--quiet", cwd=project, env=KEYS)
     assert res.code == 0, res.err

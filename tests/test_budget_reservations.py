@@ -14,7 +14,7 @@ import pytest
 import yaml
 from test_runs import judge_policy
 
-from conftest import run_cli, write_project
+from conftest import run_cli, use_llm_judge, write_project
 from skillopt_ci.core.messages import Message
 from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.budget import BudgetReached, Limits, estimate_call
@@ -166,14 +166,7 @@ def judged_project(root: Path, server, budgets: dict) -> Path:
     project = write_project(root, server.openai_base_url, budgets=budgets,
                             pricing={"sim-triage-1": {"input": 1.0, "output": 2.0},
                                      "claude-haiku-4-5": {"input": 1000.0, "output": 1000.0}})
-    config = yaml.safe_load((project / "skillopt.yml").read_text())
-    config["models"]["judge"] = {"provider": "anthropic", "model": "claude-haiku-4-5",
-                                 "base_url": server.anthropic_base_url}
-    (project / "skillopt.yml").write_text(yaml.safe_dump(config))
-    suite = project / "eval_suites/ticket-triage/suite.yaml"
-    data = yaml.safe_load(suite.read_text())
-    data["scorer"] = {"type": "llm_judge", "rubric": "Score 1 if the answer names the Enterprise plan."}
-    suite.write_text(yaml.safe_dump(data))
+    use_llm_judge(project, server.anthropic_base_url)
     return project
 
 
