@@ -47,7 +47,8 @@ def test_config_yaml_syntax_error_names_line(project):
 def test_config_schema_error_names_path_and_allowed_values(project):
     edit(project / "skillopt.yml", "provider: openai-compatible", "provider: openia")
     err = eval_fails(project)
-    assert "skillopt.yml:4: models.target.provider: 'openia' is not one of: openai, azure-openai, anthropic, openai-compatible" in err
+    assert ("skillopt.yml:4: models.target.provider: unknown provider 'openia'; "
+            "known: openai, azure-openai, anthropic, openai-compatible") in err
 
 
 def test_config_unknown_key(project):

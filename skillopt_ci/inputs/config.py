@@ -17,11 +17,11 @@ from skillopt_ci.core.names import NAME_RULE, name_problem
 from skillopt_ci.core.redact import strip_userinfo
 from skillopt_ci.inputs.acceptance import DEFAULT as ACCEPTANCE_DEFAULT
 from skillopt_ci.inputs.acceptance import read_legacy
+from skillopt_ci.inputs.providers import PROVIDERS
 from skillopt_ci.inputs.yamlfile import Problem, YamlDoc, load_yaml, schema_problems
 
 CONFIG_NAME = "skillopt.yml"
 ROLES = ("target", "optimizer", "judge")
-RESPONSES_PROVIDERS = ("openai", "azure-openai", "openai-compatible")  # who speaks api: responses
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class ModelSpec:
     timeout: float = 120.0
     max_retries: int = 4
     max_retry_wait: float = 300.0  # seconds; caps every wait between retries, Retry-After included
-    api: str = "chat"  # "responses": the OpenAI Responses API (openai, azure-openai, openai-compatible)
+    api: str = "chat"  # "responses": the OpenAI Responses API (for a provider that speaks it)
     structured_output: str = "auto"  # how a JSON reply is asked for: models/structured.py
 
     @classmethod
@@ -243,8 +243,11 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         return None, problems
     data: dict[str, Any] = doc.data
     models = {role: ModelSpec.from_dict(role, spec) for role, spec in data["models"].items()}
-    problems.extend(doc.problem(("models", role, "api"), message) for role, spec in models.items()
-                    if (message := api_problem(spec)))
+    for role, spec in models.items():
+        if spec.provider not in PROVIDERS:
+            problems.append(doc.problem(("models", role, "provider"), PROVIDERS.unknown(spec.provider).message))
+        elif message := api_problem(spec):
+            problems.append(doc.problem(("models", role, "api"), message))
     skills = _skill_entries(doc, data.get("skills") or [], root, problems)
     cache = data.get("cache") or {}
     budgets = data.get("budgets") or {}
@@ -280,12 +283,14 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
 
 
 def api_problem(spec: ModelSpec) -> str | None:
-    """Why ``spec.api`` cannot be used with its provider, or ``None``."""
-    if spec.api == "responses" and spec.provider not in RESPONSES_PROVIDERS:
+    """Why ``spec.api`` (or its ``structured_output``) cannot be used with its provider, or ``None``.
+    The provider's record is loaded only for a spec that asks for either."""
+    if spec.api == "responses" and not PROVIDERS.load(spec.provider).responses:
+        speakers = [name for name, other in PROVIDERS.items() if other.responses]
         return (f"api: responses is the OpenAI Responses API; the {spec.provider} provider does not speak it "
-                f"(use it with {', '.join(RESPONSES_PROVIDERS)}, or remove api)")
-    if spec.provider == "anthropic" and spec.structured_output in ("json_schema", "json_object"):
-        return (f"structured_output: {spec.structured_output} is an OpenAI response format; the anthropic "
+                f"(use it with {', '.join(speakers)}, or remove api)")
+    if spec.structured_output in ("json_schema", "json_object") and not PROVIDERS.load(spec.provider).json_formats:
+        return (f"structured_output: {spec.structured_output} is an OpenAI response format; the {spec.provider} "
                 "provider answers in a schema through a forced tool call (use auto or tool)")
     return None
 

@@ -11,42 +11,30 @@ reply's ``tool_use`` blocks become tool calls whose arguments are the ``input`` 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.endpoint import Endpoint
-from skillopt_ci.models.provider_http import malformed, post_raw, to_provider_error
+from skillopt_ci.models.provider_http import PostingBackend, malformed
 from skillopt_ci.models.structured import ReplyFormat, anthropic_fields, reply_text
 
 DEFAULT_MAX_TOKENS = 1024
 
 
-class AnthropicBackend:
+class AnthropicBackend(PostingBackend):
     provider = "anthropic"
+    path = "/v1/messages"
 
     def __init__(self, endpoint: Endpoint, *, timeout: float):
         import anthropic
 
         self.model = endpoint.model
-        self._anthropic = anthropic
+        self._sdk = anthropic
         self._client = anthropic.AsyncAnthropic(
             api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=timeout, max_retries=0
         )
-
-    async def complete(
-        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
-        reply: ReplyFormat | None = None,
-    ) -> Completion:
-        body = self.request_body(messages, params, tools, reply)
-        started = time.perf_counter()
-        try:
-            content, rate = await post_raw(self._client, "/v1/messages", body)
-        except self._anthropic.APIError as exc:
-            raise to_provider_error(self._anthropic, exc) from None
-        return replace(self.read(content, time.perf_counter() - started, reply), rate=rate)
 
     def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
                      reply: ReplyFormat | None = None) -> dict[str, Any]:
@@ -70,9 +58,6 @@ class AnthropicBackend:
             return done
         text, calls = reply_text(done.text, done.tool_calls, reply, self.provider)
         return replace(done, text=text, tool_calls=calls)
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 def anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

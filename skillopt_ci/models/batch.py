@@ -34,39 +34,32 @@ from typing import Any
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.redact import redact
 from skillopt_ci.inputs.config import BatchSettings, ModelSpec
+from skillopt_ci.inputs.providers import PROVIDERS
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec
 from skillopt_ci.models.batch_protocol import BatchClient
+from skillopt_ci.models.registry import made, provider_of
 
-BATCH_PROVIDERS = ("openai", "azure-openai", "anthropic")
 POLL_GROWTH = 1.5
 MAX_POLL_FAILURES = 10  # status checks in a row that may fail (connection, 5xx) before giving up
 
 
 def batch_problem(spec: ModelSpec) -> str | None:
     """Why ``spec``'s calls cannot go through a batch API, or ``None``."""
-    if spec.provider not in BATCH_PROVIDERS:
-        return (f"the {spec.provider} provider has no batch API (--batch works with "
-                f"{', '.join(BATCH_PROVIDERS)})")
+    if provider_of(spec).batch is None:
+        able = [name for name, provider in PROVIDERS.items() if provider.batch is not None]
+        return f"the {spec.provider} provider has no batch API (--batch works with {', '.join(able)})"
     if spec.api != "chat":
         return f"--batch sends Chat Completions and Anthropic Messages, not api: {spec.api}"
     return None
 
 
-def batch_client(backend: Backend) -> BatchClient:
-    """The batch API beside ``backend`` (its SDK client, so Azure stays Azure)."""
-    from skillopt_ci.models.anthropic_backend import AnthropicBackend
-    from skillopt_ci.models.openai_backend import OpenAIBackend
-
-    if isinstance(backend, AnthropicBackend):
-        from skillopt_ci.models.batch_anthropic import AnthropicBatch
-
-        return AnthropicBatch(backend)
-    if isinstance(backend, OpenAIBackend):
-        from skillopt_ci.models.batch_openai import OpenAIBatch
-
-        return OpenAIBatch(backend)
-    raise InputError(f"the {getattr(backend, 'provider', 'configured')} backend has no batch API",
-                     hint="run without --batch")
+def batch_client(spec: ModelSpec, backend: Backend) -> BatchClient:
+    """The batch API of ``spec``'s provider, beside its ``backend`` (its SDK client, so Azure stays Azure)."""
+    factory = provider_of(spec).batch
+    if factory is None:
+        raise InputError(f"the {spec.provider} backend has no batch API", hint="run without --batch")
+    client: BatchClient = made(factory, f"{spec.provider} batch client")(backend)
+    return client
 
 
 class BatchJournal:
@@ -135,7 +128,7 @@ class BatchRouter:
                        store: Callable[[Completion], None]) -> Completion:
         collector = self._collectors.get(role)
         if collector is None:
-            collector = self._collectors[role] = _Collector(role, spec, batch_client(backend), self)
+            collector = self._collectors[role] = _Collector(role, spec, batch_client(spec, backend), self)
         return await collector.answer(key, messages, params, tools, reply, store)
 
     async def aclose(self) -> None:

@@ -26,7 +26,7 @@ class AnthropicBatch(SpeaksBackend):
     def __init__(self, backend: AnthropicBackend):
         self.backend = backend
         self._client: Any = backend._client
-        self._sdk: Any = backend._anthropic
+        self._sdk: Any = backend._sdk
 
     async def submit(self, lines: list[tuple[str, dict[str, Any]]]) -> str:
         try:

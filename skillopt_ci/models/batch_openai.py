@@ -26,7 +26,7 @@ class OpenAIBatch(SpeaksBackend):
         self.backend = backend
         self.provider = backend.provider
         self._client: Any = backend._client
-        self._sdk: Any = backend._openai
+        self._sdk: Any = backend._sdk
         # Azure's batch lines and endpoint name the path below its deployment-less /openai root
         self.url = "/chat/completions" if backend.provider == "azure-openai" else "/v1/chat/completions"
         self._batches: dict[str, Any] = {}

@@ -1,8 +1,8 @@
 """What a provider's batch API offers the batch machinery (:mod:`skillopt_ci.models.batch`):
 :class:`BatchClient`, and :class:`SpeaksBackend`, the lines of a batch as its backend's own
-requests and responses. The clients (``batch_openai``, ``batch_anthropic``) implement it; the
-dispatcher that picks one for a backend (:func:`skillopt_ci.models.batch.batch_client`) imports
-them; they import this module, never the dispatcher.
+requests and responses. The clients (``batch_openai``, ``batch_anthropic``) implement it and
+import this module, never the dispatcher; a provider's record names its client
+(:class:`skillopt_ci.models.registry.Provider`), which :func:`skillopt_ci.models.batch.batch_client` builds.
 """
 
 from __future__ import annotations

@@ -16,26 +16,27 @@ Tools are ``{"type": "function", "function": {name, description, parameters}}``.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.endpoint import Endpoint
-from skillopt_ci.models.provider_http import malformed, post_raw, to_provider_error
+from skillopt_ci.models.provider_http import PostingBackend, malformed
 from skillopt_ci.models.structured import ReplyFormat, chat_fields, reply_text
 
 
-class OpenAIBackend:
+class OpenAIBackend(PostingBackend):
+    path = "/chat/completions"
+
     def __init__(self, endpoint: Endpoint, *, timeout: float):
         import openai
 
         self.provider = endpoint.provider
         self.model = endpoint.model
-        self._openai = openai
+        self._sdk = openai
         if endpoint.provider == "azure-openai":
-            self._client: Any = openai.AsyncAzureOpenAI(
+            self._client = openai.AsyncAzureOpenAI(
                 azure_endpoint=endpoint.base_url or "",
                 api_version=endpoint.api_version,
                 api_key=endpoint.api_key,
@@ -46,18 +47,6 @@ class OpenAIBackend:
             self._client = openai.AsyncOpenAI(
                 api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=timeout, max_retries=0
             )
-
-    async def complete(
-        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
-        reply: ReplyFormat | None = None,
-    ) -> Completion:
-        body = self.request_body(messages, params, tools, reply)
-        started = time.perf_counter()
-        try:
-            content, rate = await post_raw(self._client, "/chat/completions", body)
-        except self._openai.APIError as exc:
-            raise to_provider_error(self._openai, exc) from None
-        return replace(self.read(content, time.perf_counter() - started, reply), rate=rate)
 
     def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
                      reply: ReplyFormat | None = None) -> dict[str, Any]:
@@ -72,9 +61,6 @@ class OpenAIBackend:
     def read(self, content: bytes, latency: float, reply: ReplyFormat | None = None) -> Completion:
         """The completion in a response body (from the endpoint or a batch's output file)."""
         return structured(parse_chat_completion(content, latency), reply, self.provider)
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 def structured(completion: Completion, reply: ReplyFormat | None, provider: str) -> Completion:

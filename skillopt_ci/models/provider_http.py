@@ -1,16 +1,21 @@
-"""What every backend does over HTTP through its SDK client: one POST with the raw body and the
-rate-limit counters back (:func:`post_raw`), and an SDK's exception, an HTTP status or an
-unreadable body as a :class:`~skillopt_ci.core.errors.ProviderError` (:func:`to_provider_error`,
-:func:`status_error`, :func:`malformed`). The openai and anthropic SDKs share the exception
-names, so one mapping serves both; the batch clients map a line's status the same way.
+"""What every backend does over HTTP through its SDK client: the one template of a call
+(:class:`PostingBackend`: build the body, POST it with the raw body and the rate-limit counters
+back, read the reply), and an SDK's exception, an HTTP status or an unreadable body as a
+:class:`~skillopt_ci.core.errors.ProviderError` (:func:`to_provider_error`, :func:`status_error`,
+:func:`malformed`). The openai and anthropic SDKs share the exception names, so one mapping
+serves both; the batch clients map a line's status the same way.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.core.text import cut
+from skillopt_ci.models.base import Completion, Message, ToolSpec
 from skillopt_ci.models.limiter import RateInfo, rate_info
 from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
 
@@ -32,6 +37,38 @@ async def post_raw(client: Any, path: str, body: dict[str, Any]) -> tuple[bytes,
     if isinstance(raw, bytes):
         return raw, None
     return raw.content, rate_info(raw.headers)
+
+
+class PostingBackend:
+    """The skeleton of one call (:meth:`complete`, a :class:`~skillopt_ci.models.base.Backend`'s
+    one attempt) that every backend shares. A backend sets ``path`` (the route it posts to),
+    ``_client`` (its SDK client) and ``_sdk`` (the SDK module, for its error classes) and gives
+    the two hooks a batch line reuses: ``request_body`` (the JSON it posts) and ``read`` (the
+    completion in a response body, or :func:`malformed`)."""
+
+    path: str
+    _client: Any
+    _sdk: Any
+
+    async def complete(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
+                       reply: Any = None) -> Completion:
+        body = self.request_body(messages, params, tools, reply)
+        started = time.perf_counter()
+        try:
+            content, rate = await post_raw(self._client, self.path, body)
+        except self._sdk.APIError as exc:
+            raise to_provider_error(self._sdk, exc) from None
+        return replace(self.read(content, time.perf_counter() - started, reply), rate=rate)
+
+    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
+                     reply: Any = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def read(self, content: bytes, latency: float, reply: Any = None) -> Completion:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        await self._client.close()
 
 
 def malformed(content: bytes) -> ProviderError:

@@ -19,34 +19,29 @@ completed, else the ``incomplete_details`` reason (``max_output_tokens``, ``cont
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.openai_backend import OpenAIBackend, error_text, structured
-from skillopt_ci.models.provider_http import malformed, post_raw, to_provider_error
+from skillopt_ci.models.provider_http import malformed
 from skillopt_ci.models.structured import ReplyFormat, responses_fields
 
 
 class ResponsesBackend(OpenAIBackend):
-    """Same client, auth and error mapping as Chat Completions; another route and body."""
+    """Same client, auth and error mapping as Chat Completions; another route, body and reply."""
 
-    async def complete(
-        self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
-        reply: ReplyFormat | None = None,
-    ) -> Completion:
+    path = "/responses"
+
+    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
+                     reply: ReplyFormat | None = None) -> dict[str, Any]:
         body = responses_body(self.model, messages, params, tools)
         if reply is not None:
             body.update(responses_fields(reply, self.provider))
-        started = time.perf_counter()
-        try:
-            content, rate = await post_raw(self._client, "/responses", body)
-        except self._openai.APIError as exc:
-            raise to_provider_error(self._openai, exc) from None
-        done = parse_response(content, time.perf_counter() - started)
-        return structured(replace(done, rate=rate), reply, self.provider)
+        return body
+
+    def read(self, content: bytes, latency: float, reply: ReplyFormat | None = None) -> Completion:
+        return structured(parse_response(content, latency), reply, self.provider)
 
 
 def responses_body(
