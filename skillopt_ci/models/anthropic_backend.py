@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.endpoint import Endpoint
 from skillopt_ci.models.provider_http import PostingBackend, malformed
-from skillopt_ci.models.structured import ReplyFormat, anthropic_fields, reply_text
+from skillopt_ci.models.structured import ReplyFormat, anthropic_fields
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -36,6 +35,9 @@ class AnthropicBackend(PostingBackend):
             api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=timeout, max_retries=0
         )
 
+    def parse(self, content: bytes, latency: float) -> Completion:
+        return parse_message(content, latency)
+
     def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
                      reply: ReplyFormat | None = None) -> dict[str, Any]:
         """The Messages body of one call (a batch request carries the same ``params``)."""
@@ -50,14 +52,6 @@ class AnthropicBackend(PostingBackend):
         if reply is not None:  # Messages has no response format: a forced call of one tool
             body.update(anthropic_fields(reply))
         return body
-
-    def read(self, content: bytes, latency: float, reply: ReplyFormat | None = None) -> Completion:
-        """The completion in a Messages response body (from the endpoint or a batch's results)."""
-        done = parse_message(content, latency)
-        if reply is None:
-            return done
-        text, calls = reply_text(done.text, done.tool_calls, reply, self.provider)
-        return replace(done, text=text, tool_calls=calls)
 
 
 def anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

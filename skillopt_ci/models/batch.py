@@ -37,7 +37,7 @@ from skillopt_ci.inputs.config import BatchSettings, ModelSpec
 from skillopt_ci.inputs.providers import PROVIDERS
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec
 from skillopt_ci.models.batch_protocol import BatchClient
-from skillopt_ci.models.registry import made, provider_of
+from skillopt_ci.models.registry import provider_of
 
 POLL_GROWTH = 1.5
 MAX_POLL_FAILURES = 10  # status checks in a row that may fail (connection, 5xx) before giving up
@@ -58,7 +58,7 @@ def batch_client(spec: ModelSpec, backend: Backend) -> BatchClient:
     factory = provider_of(spec).batch
     if factory is None:
         raise InputError(f"the {spec.provider} backend has no batch API", hint="run without --batch")
-    client: BatchClient = made(factory, f"{spec.provider} batch client")(backend)
+    client: BatchClient = factory(backend)
     return client
 
 

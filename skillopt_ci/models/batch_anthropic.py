@@ -13,7 +13,7 @@ from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.core.text import cut
 from skillopt_ci.models.anthropic_backend import AnthropicBackend
 from skillopt_ci.models.batch_protocol import SpeaksBackend
-from skillopt_ci.models.provider_http import status_error, to_provider_error
+from skillopt_ci.models.provider_http import sdk_errors, status_error
 
 _STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
            "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
@@ -21,35 +21,24 @@ _STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permissio
 
 
 class AnthropicBatch(SpeaksBackend):
-    provider = "anthropic"
-
-    def __init__(self, backend: AnthropicBackend):
-        self.backend = backend
-        self._client: Any = backend._client
-        self._sdk: Any = backend._sdk
+    backend: AnthropicBackend
 
     async def submit(self, lines: list[tuple[str, dict[str, Any]]]) -> str:
-        try:
+        with sdk_errors(self._sdk):
             batch = await self._client.messages.batches.create(
                 requests=[{"custom_id": cid, "params": body} for cid, body in lines])
-        except self._sdk.APIError as exc:
-            raise to_provider_error(self._sdk, exc) from None
         return str(batch.id)
 
     async def ended(self, batch_id: str) -> bool:
-        try:
+        with sdk_errors(self._sdk):
             batch = await self._client.messages.batches.retrieve(batch_id)
-        except self._sdk.APIError as exc:
-            raise to_provider_error(self._sdk, exc) from None
         return bool(batch.processing_status == "ended")
 
     async def results(self, batch_id: str) -> dict[str, bytes | ProviderError]:
         found: dict[str, bytes | ProviderError] = {}
-        try:
+        with sdk_errors(self._sdk):
             async for entry in await self._client.messages.batches.results(batch_id):
                 found[str(entry.custom_id)] = _outcome(entry.result)
-        except self._sdk.APIError as exc:
-            raise to_provider_error(self._sdk, exc) from None
         return found
 
 

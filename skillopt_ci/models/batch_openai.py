@@ -16,17 +16,14 @@ from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.core.text import cut
 from skillopt_ci.models.batch_protocol import SpeaksBackend
 from skillopt_ci.models.openai_backend import OpenAIBackend
-from skillopt_ci.models.provider_http import status_error, to_provider_error
+from skillopt_ci.models.provider_http import sdk_errors, status_error
 
 ENDED = ("completed", "failed", "expired", "cancelled")
 
 
 class OpenAIBatch(SpeaksBackend):
     def __init__(self, backend: OpenAIBackend):
-        self.backend = backend
-        self.provider = backend.provider
-        self._client: Any = backend._client
-        self._sdk: Any = backend._sdk
+        super().__init__(backend)
         # Azure's batch lines and endpoint name the path below its deployment-less /openai root
         self.url = "/chat/completions" if backend.provider == "azure-openai" else "/v1/chat/completions"
         self._batches: dict[str, Any] = {}
@@ -34,20 +31,16 @@ class OpenAIBatch(SpeaksBackend):
     async def submit(self, lines: list[tuple[str, dict[str, Any]]]) -> str:
         data = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": self.url, "body": body},
                                   ensure_ascii=False) + "\n" for cid, body in lines).encode("utf-8")
-        try:
+        with sdk_errors(self._sdk):
             uploaded = await self._client.files.create(file=("requests.jsonl", data, "application/jsonl"),
                                                        purpose="batch")
             batch = await self._client.batches.create(input_file_id=uploaded.id, endpoint=self.url,
                                                       completion_window="24h")
-        except self._sdk.APIError as exc:
-            raise to_provider_error(self._sdk, exc) from None
         return str(batch.id)
 
     async def ended(self, batch_id: str) -> bool:
-        try:
+        with sdk_errors(self._sdk):
             batch = await self._client.batches.retrieve(batch_id)
-        except self._sdk.APIError as exc:
-            raise to_provider_error(self._sdk, exc) from None
         self._batches[batch_id] = batch
         return batch.status in ENDED
 
@@ -67,10 +60,8 @@ class OpenAIBatch(SpeaksBackend):
         return found
 
     async def _content(self, file_id: str) -> bytes:
-        try:
+        with sdk_errors(self._sdk):
             return bytes((await self._client.files.content(file_id)).content)
-        except self._sdk.APIError as exc:
-            raise to_provider_error(self._sdk, exc) from None
 
 
 def _line_outcome(line: dict[str, Any]) -> tuple[str, bytes | ProviderError]:

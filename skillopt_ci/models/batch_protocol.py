@@ -33,9 +33,12 @@ class BatchClient(Protocol):
 
 class SpeaksBackend:
     """A batch client's lines are its backend's own requests and responses: the same body a
-    synchronous call sends, read the same way."""
+    synchronous call sends, read the same way; its calls go through the backend's SDK client."""
 
-    backend: Any
+    def __init__(self, backend: Any):
+        self.backend, self.provider = backend, backend.provider
+        self._client: Any = backend._client
+        self._sdk: Any = backend._sdk
 
     def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec],
                      reply: Any) -> dict[str, Any]:

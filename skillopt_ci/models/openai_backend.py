@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.endpoint import Endpoint
 from skillopt_ci.models.provider_http import PostingBackend, malformed
-from skillopt_ci.models.structured import ReplyFormat, chat_fields, reply_text
+from skillopt_ci.models.structured import ReplyFormat, chat_fields
 
 
 class OpenAIBackend(PostingBackend):
@@ -48,6 +47,9 @@ class OpenAIBackend(PostingBackend):
                 api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=timeout, max_retries=0
             )
 
+    def parse(self, content: bytes, latency: float) -> Completion:
+        return parse_chat_completion(content, latency)
+
     def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
                      reply: ReplyFormat | None = None) -> dict[str, Any]:
         """The Chat Completions body of one call (a batch line carries the same body)."""
@@ -57,18 +59,6 @@ class OpenAIBackend(PostingBackend):
         if reply is not None:
             body.update(chat_fields(reply, self.provider))
         return body
-
-    def read(self, content: bytes, latency: float, reply: ReplyFormat | None = None) -> Completion:
-        """The completion in a response body (from the endpoint or a batch's output file)."""
-        return structured(parse_chat_completion(content, latency), reply, self.provider)
-
-
-def structured(completion: Completion, reply: ReplyFormat | None, provider: str) -> Completion:
-    """``completion`` with the asked-for reply as its text (see :func:`structured.reply_text`)."""
-    if reply is None:
-        return completion
-    text, calls = reply_text(completion.text, completion.tool_calls, reply, provider)
-    return replace(completion, text=text, tool_calls=calls)
 
 
 def error_text(message: Message) -> str:

@@ -9,7 +9,8 @@ serves both; the batch clients map a line's status the same way.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +19,7 @@ from skillopt_ci.core.text import cut
 from skillopt_ci.models.base import Completion, Message, ToolSpec
 from skillopt_ci.models.limiter import RateInfo, rate_info
 from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
+from skillopt_ci.models.structured import reply_text
 
 
 def _response_class() -> Any:
@@ -43,32 +45,44 @@ class PostingBackend:
     """The skeleton of one call (:meth:`complete`, a :class:`~skillopt_ci.models.base.Backend`'s
     one attempt) that every backend shares. A backend sets ``path`` (the route it posts to),
     ``_client`` (its SDK client) and ``_sdk`` (the SDK module, for its error classes) and gives
-    the two hooks a batch line reuses: ``request_body`` (the JSON it posts) and ``read`` (the
+    the two hooks a batch line reuses too: ``request_body`` (the JSON it posts) and ``parse`` (the
     completion in a response body, or :func:`malformed`)."""
 
+    provider: str
     path: str
     _client: Any
     _sdk: Any
+    request_body: Callable[..., dict[str, Any]]
+    parse: Callable[[bytes, float], Completion]
 
     async def complete(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
                        reply: Any = None) -> Completion:
         body = self.request_body(messages, params, tools, reply)
         started = time.perf_counter()
-        try:
+        with sdk_errors(self._sdk):
             content, rate = await post_raw(self._client, self.path, body)
-        except self._sdk.APIError as exc:
-            raise to_provider_error(self._sdk, exc) from None
         return replace(self.read(content, time.perf_counter() - started, reply), rate=rate)
 
-    def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
-                     reply: Any = None) -> dict[str, Any]:
-        raise NotImplementedError
-
     def read(self, content: bytes, latency: float, reply: Any = None) -> Completion:
-        raise NotImplementedError
+        """The completion in a response body (from the endpoint or a batch's output), with the
+        asked-for reply as its text (:func:`~skillopt_ci.models.structured.reply_text`)."""
+        done = self.parse(content, latency)
+        if reply is None:
+            return done
+        text, calls = reply_text(done.text, done.tool_calls, reply, self.provider)
+        return replace(done, text=text, tool_calls=calls)
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+@contextmanager
+def sdk_errors(sdk: Any) -> Iterator[None]:
+    """An SDK call inside: its ``APIError`` comes out as the :class:`ProviderError` it stands for."""
+    try:
+        yield
+    except sdk.APIError as exc:
+        raise to_provider_error(sdk, exc) from None
 
 
 def malformed(content: bytes) -> ProviderError:

@@ -12,15 +12,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pkgutil import resolve_name
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.redact import SECRETS
 from skillopt_ci.inputs.config import ModelSpec, api_problem
 from skillopt_ci.inputs.providers import PROVIDERS
+from skillopt_ci.models.anthropic_backend import AnthropicBackend
 from skillopt_ci.models.base import Backend
+from skillopt_ci.models.batch_anthropic import AnthropicBatch
+from skillopt_ci.models.batch_openai import OpenAIBatch
 from skillopt_ci.models.endpoint import Endpoint
+from skillopt_ci.models.openai_backend import OpenAIBackend
+from skillopt_ci.models.responses_backend import ResponsesBackend
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 DEFAULT_AZURE_RESPONSES_API_VERSION = "2025-04-01-preview"  # the Responses API needs a preview version
@@ -40,15 +44,15 @@ class Provider:
     ``backend`` builds a :class:`Backend` from an :class:`Endpoint` and ``timeout=``;
     ``responses`` the same for ``api: responses`` (``None``: the provider does not speak the
     Responses API); ``batch`` builds its batch client on the backend (``None``: no batch API).
-    Each is the object or a lazy ``"module:attr"`` string. ``json_formats`` is false for a
-    provider that asks for a JSON reply through a forced tool call only (Anthropic)."""
+    The backends import their SDK when built. ``json_formats`` is false for a provider that asks
+    for a JSON reply through a forced tool call only (Anthropic)."""
 
     key_env: str
     key_what: str
     url_env: str
-    backend: str | Callable[..., Backend]
-    responses: str | Callable[..., Backend] | None = None
-    batch: str | Callable[[Backend], Any] | None = None
+    backend: Callable[..., Backend]
+    responses: Callable[..., Backend] | None = None
+    batch: Callable[[Any], Any] | None = None
     url_what: str | None = None
     keyless: bool = False
     api_versions: Mapping[str, str] = field(default_factory=dict)
@@ -72,19 +76,15 @@ class Provider:
         return Endpoint(spec.provider, spec.model, key or KEYLESS, url, version, api=spec.api)
 
 
-CHAT = "skillopt_ci.models.openai_backend:OpenAIBackend"
-RESPONSES = "skillopt_ci.models.responses_backend:ResponsesBackend"
-OPENAI_BATCH = "skillopt_ci.models.batch_openai:OpenAIBatch"
-OPENAI = Provider("OPENAI_API_KEY", "the OpenAI API key", "OPENAI_BASE_URL", CHAT, RESPONSES, OPENAI_BATCH)
-AZURE_OPENAI = Provider("AZURE_OPENAI_API_KEY", "the Azure OpenAI API key", "AZURE_OPENAI_ENDPOINT", CHAT, RESPONSES,
-                        OPENAI_BATCH, url_what="the Azure OpenAI endpoint",
+OPENAI = Provider("OPENAI_API_KEY", "the OpenAI API key", "OPENAI_BASE_URL", OpenAIBackend, ResponsesBackend,
+                  OpenAIBatch)
+AZURE_OPENAI = Provider("AZURE_OPENAI_API_KEY", "the Azure OpenAI API key", "AZURE_OPENAI_ENDPOINT", OpenAIBackend,
+                        ResponsesBackend, OpenAIBatch, url_what="the Azure OpenAI endpoint",
                         api_versions={"chat": DEFAULT_AZURE_API_VERSION, "responses": DEFAULT_AZURE_RESPONSES_API_VERSION})
-ANTHROPIC = Provider("ANTHROPIC_API_KEY", "the Anthropic API key", "ANTHROPIC_BASE_URL",
-                     "skillopt_ci.models.anthropic_backend:AnthropicBackend",
-                     batch="skillopt_ci.models.batch_anthropic:AnthropicBatch", json_formats=False)
-OPENAI_COMPATIBLE = Provider("OPENAI_API_KEY", "the API key", "OPENAI_BASE_URL", CHAT, RESPONSES, keyless=True,
-                             url_what="the server URL (base_url in skillopt.yml or OPENAI_BASE_URL)")
-
+ANTHROPIC = Provider("ANTHROPIC_API_KEY", "the Anthropic API key", "ANTHROPIC_BASE_URL", AnthropicBackend,
+                     batch=AnthropicBatch, json_formats=False)
+OPENAI_COMPATIBLE = Provider("OPENAI_API_KEY", "the API key", "OPENAI_BASE_URL", OpenAIBackend, ResponsesBackend,
+                             keyless=True, url_what="the server URL (base_url in skillopt.yml or OPENAI_BASE_URL)")
 _LOADED: dict[str, Provider] = {}  # every call's price asks for its provider: look each up once
 
 
@@ -94,14 +94,6 @@ def provider_of(spec: ModelSpec) -> Provider:
     if found is None:
         found = _LOADED[spec.provider] = PROVIDERS.load(spec.provider, where=f"models.{spec.role}.provider")
     return found
-
-
-def made(factory: Any, what: str) -> Any:
-    """A provider's ``backend``, ``responses`` or ``batch``, its module imported if it is a string."""
-    try:
-        return resolve_name(factory) if isinstance(factory, str) else factory
-    except (ImportError, AttributeError) as exc:
-        raise InputError(f"the {what} ({factory}) could not be imported: {exc}") from None
 
 
 def resolve_endpoint(spec: ModelSpec, env: Mapping[str, str] | None = None) -> Endpoint:
@@ -130,5 +122,5 @@ def create_backend(spec: ModelSpec, env: Mapping[str, str] | None = None) -> Bac
     endpoint = resolve_endpoint(spec, env)
     provider = provider_of(spec)
     factory = provider.responses if endpoint.api == "responses" else provider.backend
-    backend: Backend = made(factory, f"{spec.provider} backend")(endpoint, timeout=spec.timeout)
-    return backend
+    assert factory is not None  # api_problem refused api: responses for a provider without it
+    return factory(endpoint, timeout=spec.timeout)

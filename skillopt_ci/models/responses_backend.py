@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
-from skillopt_ci.models.openai_backend import OpenAIBackend, error_text, structured
+from skillopt_ci.models.openai_backend import OpenAIBackend, error_text
 from skillopt_ci.models.provider_http import malformed
 from skillopt_ci.models.structured import ReplyFormat, responses_fields
 
@@ -33,15 +33,15 @@ class ResponsesBackend(OpenAIBackend):
 
     path = "/responses"
 
+    def parse(self, content: bytes, latency: float) -> Completion:
+        return parse_response(content, latency)
+
     def request_body(self, messages: list[Message], params: dict[str, Any], tools: Sequence[ToolSpec] = (),
                      reply: ReplyFormat | None = None) -> dict[str, Any]:
         body = responses_body(self.model, messages, params, tools)
         if reply is not None:
             body.update(responses_fields(reply, self.provider))
         return body
-
-    def read(self, content: bytes, latency: float, reply: ReplyFormat | None = None) -> Completion:
-        return structured(parse_response(content, latency), reply, self.provider)
 
 
 def responses_body(
