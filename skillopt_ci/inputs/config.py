@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from pkgutil import resolve_name
 from types import MappingProxyType
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.names import NAME_RULE, name_problem
 from skillopt_ci.core.redact import strip_userinfo
+from skillopt_ci.core.registry import Registry
 from skillopt_ci.inputs.acceptance import DEFAULT as ACCEPTANCE_DEFAULT
 from skillopt_ci.inputs.acceptance import read_legacy
-from skillopt_ci.inputs.providers import PROVIDERS
 from skillopt_ci.inputs.yamlfile import Problem, YamlDoc, load_yaml, schema_problems
 
 CONFIG_NAME = "skillopt.yml"
@@ -280,6 +281,18 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         train=TrainPolicy.from_dict(train),
     )
     return config, problems
+
+
+# Model providers by name, each a skillopt_ci.models.registry.Provider: the built-ins registered as a
+# plug-in registers one in the skillopt_ci.providers entry-point group (docs/extending.md). Here,
+# in the inputs layer, because validation needs the names; a record is imported when it is loaded.
+PROVIDER = "skillopt_ci.models.registry:Provider"  # loaded with any record: its module imports it
+PROVIDERS = Registry("provider", "skillopt_ci.providers", {
+    "openai": "skillopt_ci.models.registry:OPENAI",
+    "azure-openai": "skillopt_ci.models.registry:AZURE_OPENAI",
+    "anthropic": "skillopt_ci.models.registry:ANTHROPIC",
+    "openai-compatible": "skillopt_ci.models.registry:OPENAI_COMPATIBLE",
+}, lambda found: None if isinstance(found, resolve_name(PROVIDER)) else f"is not a {PROVIDER.replace(':', '.')}")
 
 
 def api_problem(spec: ModelSpec) -> str | None:

@@ -14,9 +14,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
+from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec
 from skillopt_ci.models.endpoint import Endpoint
-from skillopt_ci.models.provider_http import PostingBackend, malformed
+from skillopt_ci.models.provider_http import PostingBackend, completion, malformed
 from skillopt_ci.models.structured import ReplyFormat, anthropic_fields
 
 DEFAULT_MAX_TOKENS = 1024
@@ -112,11 +112,4 @@ def parse_message(content: bytes, latency: float) -> Completion:
         stop = data.get("stop_reason")
     except (ValueError, KeyError, TypeError, AttributeError):
         raise malformed(content) from None
-    usage = data.get("usage") or {}
-    return Completion(
-        text=text,
-        usage=Usage(usage.get("input_tokens"), usage.get("output_tokens")),
-        finish_reason=stop,
-        latency_s=latency,
-        tool_calls=calls,
-    )
+    return completion(data, latency, text, calls, stop)

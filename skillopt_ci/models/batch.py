@@ -33,8 +33,7 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.redact import redact
-from skillopt_ci.inputs.config import BatchSettings, ModelSpec
-from skillopt_ci.inputs.providers import PROVIDERS
+from skillopt_ci.inputs.config import PROVIDERS, BatchSettings, ModelSpec
 from skillopt_ci.models.base import Backend, Completion, Message, ToolSpec
 from skillopt_ci.models.batch_protocol import BatchClient
 from skillopt_ci.models.registry import provider_of
@@ -58,8 +57,7 @@ def batch_client(spec: ModelSpec, backend: Backend) -> BatchClient:
     factory = provider_of(spec).batch
     if factory is None:
         raise InputError(f"the {spec.provider} backend has no batch API", hint="run without --batch")
-    client: BatchClient = factory(backend)
-    return client
+    return factory(backend)
 
 
 class BatchJournal:

@@ -12,7 +12,7 @@ from typing import Any
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.core.text import cut
 from skillopt_ci.models.anthropic_backend import AnthropicBackend
-from skillopt_ci.models.batch_protocol import SpeaksBackend
+from skillopt_ci.models.batch_protocol import BatchClient
 from skillopt_ci.models.provider_http import sdk_errors, status_error
 
 _STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
@@ -20,7 +20,7 @@ _STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permissio
            "overloaded_error": 529}
 
 
-class AnthropicBatch(SpeaksBackend):
+class AnthropicBatch(BatchClient):
     backend: AnthropicBackend
 
     async def submit(self, lines: list[tuple[str, dict[str, Any]]]) -> str:

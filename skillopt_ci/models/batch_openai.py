@@ -14,14 +14,14 @@ from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.core.text import cut
-from skillopt_ci.models.batch_protocol import SpeaksBackend
+from skillopt_ci.models.batch_protocol import BatchClient
 from skillopt_ci.models.openai_backend import OpenAIBackend
 from skillopt_ci.models.provider_http import sdk_errors, status_error
 
 ENDED = ("completed", "failed", "expired", "cancelled")
 
 
-class OpenAIBatch(SpeaksBackend):
+class OpenAIBatch(BatchClient):
     def __init__(self, backend: OpenAIBackend):
         super().__init__(backend)
         # Azure's batch lines and endpoint name the path below its deployment-less /openai root

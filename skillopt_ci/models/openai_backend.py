@@ -19,9 +19,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
+from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec
 from skillopt_ci.models.endpoint import Endpoint
-from skillopt_ci.models.provider_http import PostingBackend, malformed
+from skillopt_ci.models.provider_http import PostingBackend, completion, malformed
 from skillopt_ci.models.structured import ReplyFormat, chat_fields
 
 
@@ -119,14 +119,7 @@ def parse_chat_completion(content: bytes, latency: float) -> Completion:
         calls = tuple(_tool_call(c, i) for i, c in enumerate(message.get("tool_calls") or ()))
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         raise malformed(content) from None
-    usage = data.get("usage") or {}
-    return Completion(
-        text=text,
-        usage=Usage(usage.get("prompt_tokens"), usage.get("completion_tokens")),
-        finish_reason=finish,
-        latency_s=latency,
-        tool_calls=calls,
-    )
+    return completion(data, latency, text, calls, finish, ("prompt_tokens", "completion_tokens"))
 
 
 def _tool_call(call: dict[str, Any], index: int) -> ToolCall:

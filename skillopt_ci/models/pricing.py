@@ -51,20 +51,18 @@ def price_for(model: str, overrides: Mapping[str, Mapping[str, float]] | None = 
               batch: bool = False) -> tuple[float, float] | None:
     """(input, output) USD per 1M tokens for ``model``, or ``None`` when unknown; with ``batch``,
     the batch APIs' price (the entry's ``batch_input``/``batch_output``, else half the list price)."""
-    table: dict[str, tuple[float, float]] = {k: (v[0] * BATCH_DISCOUNT, v[1] * BATCH_DISCOUNT) if batch else v
-                                             for k, v in BUILTIN_PRICES.items()}
-    for name, price in (overrides or {}).items():
-        listed = (float(price["input"]), float(price["output"]))
-        if batch:
-            listed = (float(price.get("batch_input", listed[0] * BATCH_DISCOUNT)),
-                      float(price.get("batch_output", listed[1] * BATCH_DISCOUNT)))
-        table[name] = listed
-    if model in table:
-        return table[model]
-    for name in sorted(table, key=len, reverse=True):
-        if model.startswith(name) and _SNAPSHOT_SUFFIX.match(model[len(name):]):
-            return table[name]
-    return None
+    table: dict[str, Mapping[str, float]] = {k: {"input": i, "output": o} for k, (i, o) in BUILTIN_PRICES.items()}
+    table.update(overrides or {})
+    name = model if model in table else next((n for n in sorted(table, key=len, reverse=True)
+                                              if model.startswith(n) and _SNAPSHOT_SUFFIX.match(model[len(n):])), None)
+    if name is None:
+        return None
+    price = table[name]
+    listed = (float(price["input"]), float(price["output"]))
+    if not batch:
+        return listed
+    return (float(price.get("batch_input", listed[0] * BATCH_DISCOUNT)),
+            float(price.get("batch_output", listed[1] * BATCH_DISCOUNT)))
 
 
 def cost_of(usage: Usage, price: tuple[float, float] | None) -> float | None:

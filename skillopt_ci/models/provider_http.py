@@ -16,7 +16,7 @@ from typing import Any
 
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.core.text import cut
-from skillopt_ci.models.base import Completion, Message, ToolSpec
+from skillopt_ci.models.base import Completion, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.limiter import RateInfo, rate_info
 from skillopt_ci.models.retry import RETRYABLE_STATUS, parse_retry_after
 from skillopt_ci.models.structured import reply_text
@@ -83,6 +83,14 @@ def sdk_errors(sdk: Any) -> Iterator[None]:
         yield
     except sdk.APIError as exc:
         raise to_provider_error(sdk, exc) from None
+
+
+def completion(data: dict[str, Any], latency: float, text: str, calls: Sequence[ToolCall], finish: str | None,
+               tokens: tuple[str, str] = ("input_tokens", "output_tokens")) -> Completion:
+    """What a response body said, with the token counts its ``usage`` holds under ``tokens``."""
+    usage = data.get("usage") or {}
+    return Completion(text=text, usage=Usage(usage.get(tokens[0]), usage.get(tokens[1])), finish_reason=finish,
+                      latency_s=latency, tool_calls=tuple(calls))
 
 
 def malformed(content: bytes) -> ProviderError:

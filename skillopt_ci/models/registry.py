@@ -1,6 +1,6 @@
 """Model providers: what one is (:class:`Provider`), the four built-ins, and the way from a
 :class:`ModelSpec` to its endpoint and backend. Providers are found by name in
-:data:`skillopt_ci.inputs.providers.PROVIDERS` (plug-ins too); SDKs are imported only when a
+:data:`skillopt_ci.inputs.config.PROVIDERS` (plug-ins too); SDKs are imported only when a
 backend is built.
 
 Keys are read only from environment variables (the provider's, or the one named by
@@ -16,12 +16,12 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.redact import SECRETS
-from skillopt_ci.inputs.config import ModelSpec, api_problem
-from skillopt_ci.inputs.providers import PROVIDERS
+from skillopt_ci.inputs.config import PROVIDERS, ModelSpec, api_problem
 from skillopt_ci.models.anthropic_backend import AnthropicBackend
 from skillopt_ci.models.base import Backend
 from skillopt_ci.models.batch_anthropic import AnthropicBatch
 from skillopt_ci.models.batch_openai import OpenAIBatch
+from skillopt_ci.models.batch_protocol import BatchClient
 from skillopt_ci.models.endpoint import Endpoint
 from skillopt_ci.models.openai_backend import OpenAIBackend
 from skillopt_ci.models.responses_backend import ResponsesBackend
@@ -29,7 +29,6 @@ from skillopt_ci.models.responses_backend import ResponsesBackend
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 DEFAULT_AZURE_RESPONSES_API_VERSION = "2025-04-01-preview"  # the Responses API needs a preview version
 KEYLESS = "not-needed"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key but the SDK wants one
-VERSION_ENV = "OPENAI_API_VERSION"
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ class Provider:
     url_env: str
     backend: Callable[..., Backend]
     responses: Callable[..., Backend] | None = None
-    batch: Callable[[Any], Any] | None = None
+    batch: Callable[[Any], BatchClient] | None = None
     url_what: str | None = None
     keyless: bool = False
     api_versions: Mapping[str, str] = field(default_factory=dict)
@@ -72,7 +71,7 @@ class Provider:
         url = spec.base_url or (need(self.url_env, self.url_what) if self.url_what else env.get(self.url_env) or None)
         if key is None:
             key = need(spec.api_key_env, self.key_what) if spec.api_key_env else env.get(self.key_env, "").strip()
-        version = (spec.api_version or env.get(VERSION_ENV) or self.api_versions[spec.api]) if self.api_versions else None
+        version = (spec.api_version or env.get("OPENAI_API_VERSION") or self.api_versions[spec.api]) if self.api_versions else None
         return Endpoint(spec.provider, spec.model, key or KEYLESS, url, version, api=spec.api)
 
 
@@ -85,6 +84,7 @@ ANTHROPIC = Provider("ANTHROPIC_API_KEY", "the Anthropic API key", "ANTHROPIC_BA
                      batch=AnthropicBatch, json_formats=False)
 OPENAI_COMPATIBLE = Provider("OPENAI_API_KEY", "the API key", "OPENAI_BASE_URL", OpenAIBackend, ResponsesBackend,
                              keyless=True, url_what="the server URL (base_url in skillopt.yml or OPENAI_BASE_URL)")
+
 _LOADED: dict[str, Provider] = {}  # every call's price asks for its provider: look each up once
 
 
@@ -120,7 +120,6 @@ def base_url_of(spec: ModelSpec, env: Mapping[str, str] | None = None) -> str | 
 def create_backend(spec: ModelSpec, env: Mapping[str, str] | None = None) -> Backend:
     """Build the backend for ``spec``; imports the provider SDK only now."""
     endpoint = resolve_endpoint(spec, env)
-    provider = provider_of(spec)
-    factory = provider.responses if endpoint.api == "responses" else provider.backend
-    assert factory is not None  # api_problem refused api: responses for a provider without it
+    provider = provider_of(spec)  # api_problem refused api: responses for a provider without it
+    factory = (provider.responses if endpoint.api == "responses" else None) or provider.backend
     return factory(endpoint, timeout=spec.timeout)

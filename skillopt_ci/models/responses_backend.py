@@ -22,9 +22,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec, Usage
+from skillopt_ci.models.base import Completion, ImagePart, Message, ToolCall, ToolSpec
 from skillopt_ci.models.openai_backend import OpenAIBackend, error_text
-from skillopt_ci.models.provider_http import malformed
+from skillopt_ci.models.provider_http import completion, malformed
 from skillopt_ci.models.structured import ReplyFormat, responses_fields
 
 
@@ -115,11 +115,4 @@ def parse_response(content: bytes, latency: float) -> Completion:
         finish = "stop"
     else:
         finish = reason or status
-    usage = data.get("usage") or {}
-    return Completion(
-        text="".join(texts),
-        usage=Usage(usage.get("input_tokens"), usage.get("output_tokens")),
-        finish_reason=finish,
-        latency_s=latency,
-        tool_calls=tuple(calls),
-    )
+    return completion(data, latency, "".join(texts), calls, finish)
