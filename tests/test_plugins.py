@@ -1,7 +1,7 @@
 """Extension through entry points, one registry for every kind (``skillopt_ci.core.registry``): a
 tiny installed distribution (a ``.dist-info`` with ``entry_points.txt`` on ``sys.path``) adds a
-scorer and a benchmark, which the real CLI then uses by name like a built-in. The environment
-plug-in is shown in ``tests/test_envs.py`` (``two-pass``)."""
+scorer, a benchmark and a model provider, which the real CLI then uses by name like a built-in.
+The environment plug-in is shown in ``tests/test_envs.py`` (``two-pass``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import yaml
 from conftest import run_cli, write_project
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.registry import Registry, subclass_of
+from skillopt_ci.inputs.config import PROVIDERS
 from skillopt_ci.scorers import SCORERS
 from skillopt_ci.scorers.base import Scorer
 
@@ -38,6 +39,16 @@ class ShoutScorer(Scorer):
     def score(self, output, task):
         right = output.strip().upper() == str(task.expected).strip().upper()
         return Score(self.options.weight if right else 0.0, right, "loud and clear" if right else "say it again")
+'''
+
+
+SIMPLE_LLM = '''
+from skillopt_ci.models.openai_backend import OpenAIBackend
+from skillopt_ci.models.registry import Provider
+
+# The OpenAI wire under another name, with its own key and server URL variables.
+SIMPLE = Provider("SIMPLE_LLM_KEY", "the Simple LLM key", "SIMPLE_LLM_URL", OpenAIBackend,
+                  url_what="the Simple LLM server URL")
 '''
 
 
@@ -114,3 +125,78 @@ def test_every_registry_reads_the_same():
     with pytest.raises(InputError) as info:
         registry.load("b", where="x.yaml")
     assert info.value.message == "unknown widget 'b'; known: a" and info.value.where == "x.yaml"
+
+
+def simple_llm_project(tmp_path: Path, monkeypatch, base_url: str) -> Path:
+    """The example project with its target on the ``simple-llm`` provider, installed as a plug-in,
+    and no base_url in skillopt.yml (the provider's own variable gives it)."""
+    install(tmp_path / "site", monkeypatch, "simple_llm", SIMPLE_LLM, "skillopt_ci.providers",
+            "simple-llm = simple_llm:SIMPLE")
+    project = write_project(tmp_path / "p", base_url, target={"provider": "simple-llm"})
+    config = yaml.safe_load((project / "skillopt.yml").read_text())
+    del config["models"]["target"]["base_url"]
+    (project / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return project
+
+
+def test_a_plugin_provider_is_called_by_name_in_skillopt_yml(tmp_path, monkeypatch, server):
+    project = simple_llm_project(tmp_path, monkeypatch, server.openai_base_url)
+    assert PROVIDERS.names() == ["openai", "azure-openai", "anthropic", "openai-compatible", "simple-llm"]
+    assert run_cli("validate", cwd=project).code == 0
+    out = tmp_path / "run"
+    env = {"SIMPLE_LLM_KEY": "sk-simple-not-a-key-0000", "SIMPLE_LLM_URL": server.openai_base_url}
+    res = run_cli("eval", "ticket-triage", "--out", str(out), "--quiet", cwd=project, env=env)
+    assert res.code == 0, res.err
+    # The same simulated target as through the built-in openai-compatible provider (tests/test_eval.py).
+    assert "ticket-triage" in res.out and "0.458" in res.out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["model"]["provider"] == "simple-llm" and summary["n_results"] == 12 and summary["n_errors"] == 0
+    assert {call.request.headers["authorization"] for call in server.calls} == {"Bearer sk-simple-not-a-key-0000"}
+    assert {call.request.protocol for call in server.calls} == {"openai"}
+
+
+def test_a_plugin_provider_says_which_of_its_variables_is_missing(tmp_path, monkeypatch, server):
+    project = simple_llm_project(tmp_path, monkeypatch, server.openai_base_url)
+    no_key = run_cli("eval", "ticket-triage", "--quiet", cwd=project)
+    assert no_key.code == 2 and "the Simple LLM key is not set: export SIMPLE_LLM_KEY=…" in no_key.err
+    assert "the simple-llm provider reads it from the environment" in no_key.err
+    no_url = run_cli("eval", "ticket-triage", "--quiet", cwd=project, env={"SIMPLE_LLM_KEY": "sk-simple-0000"})
+    assert no_url.code == 2 and "the Simple LLM server URL is not set: export SIMPLE_LLM_URL=…" in no_url.err
+    # It has no batch API and speaks no Responses API, and says so like a built-in without them.
+    env = {"SIMPLE_LLM_KEY": "sk-simple-0000", "SIMPLE_LLM_URL": server.openai_base_url}
+    batch = run_cli("eval", "ticket-triage", "--batch", "--quiet", cwd=project, env=env)
+    assert batch.code == 2 and ("the simple-llm provider has no batch API (--batch works with openai, "
+                                "azure-openai, anthropic)") in batch.err
+    config = yaml.safe_load((project / "skillopt.yml").read_text())
+    config["models"]["target"]["api"] = "responses"
+    (project / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    responses = run_cli("validate", cwd=project)
+    assert responses.code == 2 and ("the simple-llm provider does not speak it (use it with openai, azure-openai, "
+                                    "openai-compatible, or remove api)") in responses.err
+    assert server.call_count == 0
+
+
+def test_an_unknown_provider_is_named_at_its_line_with_the_plugins(tmp_path, monkeypatch, server):
+    project = simple_llm_project(tmp_path, monkeypatch, server.openai_base_url)
+    text = (project / "skillopt.yml").read_text()
+    (project / "skillopt.yml").write_text(text.replace("provider: simple-llm", "provider: simple-lm"))
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "provider: simple-llm" in row)
+    for command in ("validate", "eval"):
+        res = run_cli(command, *(("ticket-triage",) if command == "eval" else ()), cwd=project)
+        assert res.code == 2
+        assert (f"skillopt.yml:{line}: models.target.provider: unknown provider 'simple-lm'; known: openai, "
+                "azure-openai, anthropic, openai-compatible, simple-llm") in res.err
+
+
+def test_the_config_schema_names_every_built_in_provider():
+    from skillopt_ci.inputs.yamlfile import load_schema
+
+    text = load_schema("config.schema.json")["$defs"]["model"]["properties"]["provider"]["description"]
+    assert text.split("(", 1)[1].split(")", 1)[0].split(", ") == list(PROVIDERS.builtin)
+
+
+def test_a_plugin_provider_of_the_wrong_kind_is_refused(tmp_path, monkeypatch):
+    install(tmp_path / "site", monkeypatch, "wrong_provider", "SIMPLE = {'key_env': 'X'}\n",
+            "skillopt_ci.providers", "wrong = wrong_provider:SIMPLE")
+    with pytest.raises(InputError, match="provider 'wrong' is not a skillopt_ci.models.registry.Provider"):
+        PROVIDERS.load("wrong")
