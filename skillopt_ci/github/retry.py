@@ -15,30 +15,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from skillopt_ci.core.retry import Retrying, RetryPolicy
 
 T = TypeVar("T")
 
 SECONDARY_PHRASES = ("secondary rate limit", "please retry your request again later",
                      "please wait a few minutes before you try again")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """``attempts`` in all (1: no retry); waits ``backoff``, ``2·backoff``, … seconds, each at most
-    ``max_wait`` (a ``Retry-After`` too)."""
-
-    attempts: int = 3
-    backoff: float = 2.0
-    max_wait: float = 30.0
-
-    def wait(self, attempt: int, hint: float | None) -> float:
-        """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 1)."""
-        base = self.backoff * 2 ** (attempt - 1)
-        if hint is not None:
-            base = max(base, hint)
-        return max(0.0, min(base, self.max_wait))
 
 
 def _message(exc: Any) -> str:
@@ -78,14 +62,15 @@ def retriable(exc: BaseException) -> tuple[bool, float | None]:
 
 def call_with_retry(policy: RetryPolicy, fn: Callable[..., T], *args: Any,
                     sleep: Callable[[float], None] = time.sleep, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, retried per ``policy``; the last exception propagates."""
-    attempt = 1
+    """``fn(*args, **kwargs)``, retried per ``policy`` (:mod:`skillopt_ci.core.retry`: ``attempts``
+    in all, waits of ``backoff``, ``2·backoff``, … seconds raised to a ``Retry-After``, each at most
+    ``max_wait``); the last exception propagates."""
+    retrying = Retrying(policy)
     while True:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            again, hint = retriable(exc)
-            if not again or attempt >= max(policy.attempts, 1):
+            wait = retrying.after(*retriable(exc))
+            if wait is None:
                 raise
-            sleep(policy.wait(attempt, hint))
-            attempt += 1
+            sleep(wait)
