@@ -10,7 +10,7 @@ import pytest
 from github import GithubException
 
 from skillopt_ci.core.errors import ProviderError
-from skillopt_ci.core.retry import Retrying, RetryPolicy
+from skillopt_ci.core.retry import RetryPolicy
 from skillopt_ci.github.retry import call_with_retry
 from skillopt_ci.models.retry import with_retries
 
@@ -99,13 +99,13 @@ def test_model_errors_not_marked_retryable_propagate_at_once() -> None:
     assert model_calls(failures, 5) == (1, [], "bad key")
 
 
-def test_retrying_counts_only_the_retries_it_grants() -> None:
-    retrying = Retrying(RetryPolicy(attempts=2, backoff=1.0))
-    assert retrying.after(False, None) is None and retrying.attempt == 1
-    assert retrying.after(True, None) == 1.0 and retrying.attempt == 2
-    assert retrying.after(True, None) is None
+def test_the_policy_grants_retries_until_its_attempts_are_spent() -> None:
+    policy = RetryPolicy(attempts=2, backoff=1.0)
+    assert policy.after(1, False, None) is None  # not worth another attempt
+    assert policy.after(1, True, None) == 1.0
+    assert policy.after(2, True, None) is None
 
 
 @pytest.mark.parametrize("attempts", [0, 1])
 def test_one_attempt_or_fewer_means_no_retry(attempts: int) -> None:
-    assert Retrying(RetryPolicy(attempts=attempts)).after(True, None) is None
+    assert RetryPolicy(attempts=attempts).after(1, True, None) is None

@@ -1,10 +1,12 @@
-"""The one tally of rollouts (core/records.py): per task its mean, pass rate, errored repeats and
-flakiness, and the errored results by kind, as the summary, the comparison and the abort line read them."""
+"""The one tally of rollouts (core/records.py): results by task, per task its mean, pass rate,
+errored repeats and flakiness, the errored results by kind; and what a rollout's model calls add up
+to (models/base.py), as every environment reads it."""
 
 from __future__ import annotations
 
 from skillopt_ci.core.compare import compare_results
-from skillopt_ci.core.records import TaskResult, error_kinds, task_scores
+from skillopt_ci.core.records import TaskResult, Usage, by_task, error_kinds, task_scores
+from skillopt_ci.models.base import Completion, call_totals
 
 
 def result(task: str, repeat: int, score: float | None, passed: bool | None = None,
@@ -39,3 +41,21 @@ def test_errors_by_kind_keep_the_order_the_kinds_first_appear() -> None:
                result("c", 0, None, error={"message": "no kind"}), result("d", 0, None, error=ERR),
                result("e", 0, None, error={"kind": "rate_limit", "message": ""})]
     assert list(error_kinds(results).items()) == [("rate_limit", 2), ("error", 1), ("timeout", 1)]
+
+
+def test_results_by_task_keep_the_order_they_come() -> None:
+    results = [result("b", 1, 1.0), result("a", 0, 0.0), result("b", 0, 0.5)]
+    assert {t: [r.repeat for r in rs] for t, rs in by_task(results).items()} == {"b": [1, 0], "a": [0]}
+    assert list(by_task(results)) == ["b", "a"]
+
+
+def test_a_rollouts_calls_add_up_and_an_unknown_cost_is_unknown() -> None:
+    calls = [Completion("x", Usage(3, None), latency_s=0.25, cached=True, cost_usd=0.5),
+             Completion("y", Usage(2, 4), latency_s=0.5, cached=False, cost_usd=0.25)]
+    assert call_totals(calls) == {"usage": Usage(5, 4), "cost_usd": 0.75, "latency_s": 0.75, "cached": False}
+    assert call_totals(calls[:1])["cached"] is True
+    assert call_totals([*calls, Completion("z")])["cost_usd"] is None  # one call's price unknown
+    none = call_totals([])
+    assert none == {"usage": Usage(), "cost_usd": None, "latency_s": 0, "cached": False}
+    # results.jsonl keeps what each environment wrote for a rollout without calls: 0, or 0.0 (tools)
+    assert type(none["latency_s"]) is int and type(call_totals([], latency=0.0)["latency_s"]) is float

@@ -125,15 +125,21 @@ class TaskScore:
     flaky: bool = False
 
 
+def by_task(results: Iterable[TaskResult]) -> dict[str, list[TaskResult]]:
+    """``results`` grouped by task, tasks and each task's results in the order they come."""
+    groups: dict[str, list[TaskResult]] = defaultdict(list)
+    for r in results:
+        groups[r.task_id].append(r)
+    return groups
+
+
 def task_scores(results: Iterable[TaskResult], task_ids: Sequence[str]) -> list[TaskScore]:
     """The one tally of rollouts by task, in ``task_ids`` order; errored repeats are counted and
     left out of the mean (missing data)."""
-    by_task: dict[str, list[TaskResult]] = defaultdict(list)
-    for r in results:
-        by_task[r.task_id].append(r)
+    groups = by_task(results)
     out = []
     for tid in task_ids:
-        rs = by_task.get(tid, [])
+        rs = groups.get(tid, [])
         valid = [r for r in rs if r.ok]
         out.append(
             TaskScore(

@@ -1,11 +1,10 @@
 """The one retry loop: how many attempts, how long to wait before each retry, what a server's hint
 (``Retry-After``) does to that wait, and when to give up.
 
-:class:`Retrying` takes the loop's one decision after each failure: the wait before the next
-attempt, or ``None`` when the error should propagate. The callers only sleep (GitHub's sync calls
-in :mod:`skillopt_ci.github.retry`, the providers' async ones in :mod:`skillopt_ci.models.retry`),
-and each says which errors are worth another attempt. Pure: chance enters only through the
-``random.Random`` passed in.
+:meth:`RetryPolicy.after` takes the loop's one decision after each failure: the wait before the
+next attempt, or ``None`` when the error should propagate. The callers only sleep (GitHub's sync
+calls in :mod:`skillopt_ci.github.retry`, the providers' async ones in :mod:`skillopt_ci.models.retry`)
+and say which errors are worth another attempt. Pure: chance enters only through the ``rng`` given.
 """
 
 from __future__ import annotations
@@ -42,21 +41,11 @@ class RetryPolicy:
             base = max(base, hint)
         return max(0.0, min(base, self.max_wait))
 
-
-@dataclass
-class Retrying:
-    """One call's retries under ``policy``, counting its attempts."""
-
-    policy: RetryPolicy
-    rng: random.Random | None = None
-    attempt: int = 1
-
-    def after(self, again: bool, hint: float | None) -> float | None:
-        """After a failed attempt (``again``: worth another; ``hint``: the server's wait, if
-        given): the seconds to wait before the next attempt, or ``None`` to give up."""
-        refused = self.policy.refuse_long and hint is not None and hint > self.policy.max_wait
-        if not again or refused or self.attempt >= max(self.policy.attempts, 1):
+    def after(self, attempt: int, again: bool, hint: float | None,
+              rng: random.Random | None = None) -> float | None:
+        """After failed attempt ``attempt`` (``again``: worth another; ``hint``: the server's wait,
+        if it gave one): the seconds to wait before the next attempt, or ``None`` to give up."""
+        refused = self.refuse_long and hint is not None and hint > self.max_wait
+        if not again or refused or attempt >= max(self.attempts, 1):
             return None
-        wait = self.policy.wait(self.attempt, hint, self.rng)
-        self.attempt += 1
-        return wait
+        return self.wait(attempt, hint, rng)

@@ -1,5 +1,6 @@
-"""Our own retry for GitHub writes and reads, independent of PyGithub's ``retry`` (which the Action
-turns off against a loopback server, and whose defaults do not retry a POST).
+"""Our own retry for GitHub writes and reads (the loop of :mod:`skillopt_ci.core.retry`), not
+PyGithub's ``retry`` (which the Action turns off against a loopback server, and whose defaults do
+not retry a POST).
 
 Retried, a bounded number of times with exponential backoff: a 5xx answer, a dropped or refused
 connection (``OSError``, which ``requests``' errors are), and GitHub's *secondary* rate limit
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from skillopt_ci.core.retry import Retrying, RetryPolicy
+from skillopt_ci.core.retry import RetryPolicy
 
 T = TypeVar("T")
 
@@ -62,15 +63,14 @@ def retriable(exc: BaseException) -> tuple[bool, float | None]:
 
 def call_with_retry(policy: RetryPolicy, fn: Callable[..., T], *args: Any,
                     sleep: Callable[[float], None] = time.sleep, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, retried per ``policy`` (:mod:`skillopt_ci.core.retry`: ``attempts``
-    in all, waits of ``backoff``, ``2·backoff``, … seconds raised to a ``Retry-After``, each at most
-    ``max_wait``); the last exception propagates."""
-    retrying = Retrying(policy)
+    """``fn(*args, **kwargs)``, retried per ``policy``; the last exception propagates."""
+    attempt = 1
     while True:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            wait = retrying.after(*retriable(exc))
+            wait = policy.after(attempt, *retriable(exc))
             if wait is None:
                 raise
             sleep(wait)
+            attempt += 1

@@ -18,7 +18,7 @@ from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from skillopt_ci.core.errors import ProviderError, RuntimeFailure
-from skillopt_ci.core.retry import Retrying, RetryPolicy
+from skillopt_ci.core.retry import RetryPolicy
 
 T = TypeVar("T")
 
@@ -88,12 +88,6 @@ def model_policy(max_retries: int, base: float = BASE_DELAY_S,
                        refuse_long=True)
 
 
-def backoff_delay(attempt: int, error: ProviderError, rng: random.Random, base: float = BASE_DELAY_S,
-                  max_wait: float = MAX_RETRY_AFTER_S) -> float:
-    """Delay before retry number ``attempt`` (0-based), per :func:`model_policy`."""
-    return model_policy(0, base, max_wait).wait(attempt + 1, error.retry_after, rng)
-
-
 async def with_retries(
     call: Callable[[], Awaitable[T]],
     max_retries: int,
@@ -106,14 +100,15 @@ async def with_retries(
 ) -> T:
     """Run ``call``; on a retryable :class:`ProviderError` wait and try again, per
     :func:`model_policy`. The last error propagates, at once if its Retry-After exceeds ``max_wait``."""
-    retrying = Retrying(model_policy(max_retries, base_delay, max_wait), rng or random.Random())
+    policy, rng, attempt = model_policy(max_retries, base_delay, max_wait), rng or random.Random(), 1
     while True:
         try:
             return await call()
         except ProviderError as error:
-            delay = retrying.after(error.retryable, error.retry_after)
+            delay = policy.after(attempt, error.retryable, error.retry_after, rng)
             if delay is None:
                 raise
             if on_retry is not None:
                 on_retry(error, delay)
             await sleep(delay)
+            attempt += 1
