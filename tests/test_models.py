@@ -17,7 +17,7 @@ from skillopt_ci.models.cache import ResponseCache
 from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.models.pricing import cost_of, price_for
 from skillopt_ci.models.registry import resolve_endpoint
-from skillopt_ci.models.retry import backoff_delay, parse_retry_after, with_retries
+from skillopt_ci.models.retry import model_policy, parse_retry_after, with_retries
 from skillopt_ci.sim import Fault, ScriptedModelServer, ScriptedReply
 
 MESSAGES = [Message("system", "Be brief."), Message("user", "Say hi")]
@@ -198,7 +198,7 @@ def test_parse_retry_after_forms():
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({}) is None
     huge = ProviderError("rate_limit", "", retryable=True, retry_after=10_000)
-    assert backoff_delay(0, huge, random.Random(0)) == 300.0
+    assert model_policy(3).wait(1, huge.retry_after, random.Random(0)) == 300.0
 
 
 def test_sample_index_is_part_of_the_cache_key(tmp_path, srv):

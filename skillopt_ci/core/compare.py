@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist, fmean, stdev
@@ -202,25 +201,6 @@ def paired_bootstrap_ci(deltas: Sequence[float], confidence: float, resamples: i
     return max(low, means[k]), min(high, means[resamples - 1 - k])
 
 
-@dataclass
-class _Side:
-    mean: float | None = None
-    pass_rate: float | None = None
-    flaky: bool = False
-    n_valid: int = 0
-
-
-def _side(results: Sequence[TaskResult], task_ids: Sequence[str]) -> tuple[list[_Side], int]:
-    """Per task (in ``task_ids`` order): mean, pass rate, flakiness; and the errored rollouts."""
-    outcomes: dict[str, set[bool]] = defaultdict(set)
-    for r in results:
-        if r.ok:
-            outcomes[r.task_id].add(bool(r.passed))
-    scores = task_scores(results, task_ids)
-    sides = [_Side(s.mean, s.pass_rate, len(outcomes.get(s.task_id, ())) > 1, s.n_valid) for s in scores]
-    return sides, sum(s.n_errors for s in scores)
-
-
 def _crossed(before: float | None, after: float | None) -> bool:
     """A pass rate that went from below one half to at least one half (``None``: not measured)."""
     return before is not None and after is not None and after >= 0.5 > before
@@ -283,8 +263,8 @@ def compare_results(base: Sequence[TaskResult], head: Sequence[TaskResult], task
     """
     if len(set(task_ids)) != len(task_ids):
         raise ValueError("task_ids contains duplicates")
-    base_sides, base_errors = _side(base, task_ids)
-    head_sides, head_errors = _side(head, task_ids)
+    base_sides, head_sides = task_scores(base, task_ids), task_scores(head, task_ids)
+    base_errors, head_errors = sum(s.n_errors for s in base_sides), sum(s.n_errors for s in head_sides)
     tasks = []
     for tid, b, h in zip(task_ids, base_sides, head_sides, strict=True):
         delta = h.mean - b.mean if b.mean is not None and h.mean is not None else None

@@ -8,7 +8,7 @@ and is left out of every mean, never counted as zero.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import fmean
@@ -114,23 +114,32 @@ _OPTIONAL_RESULT_FIELDS = ("trajectory", "reward", "transcript", "files")
 
 @dataclass(frozen=True)
 class TaskScore:
-    """A task's repeats averaged. ``mean`` is ``None`` when no repeat produced a measurement."""
+    """A task's repeats tallied. ``mean`` and ``pass_rate`` are ``None`` when no repeat produced a
+    measurement; ``flaky``: its measured repeats both passed and failed."""
 
     task_id: str
     mean: float | None
     pass_rate: float | None
     n_valid: int
     n_errors: int
+    flaky: bool = False
+
+
+def by_task(results: Iterable[TaskResult]) -> dict[str, list[TaskResult]]:
+    """``results`` grouped by task, tasks and each task's results in the order they come."""
+    groups: dict[str, list[TaskResult]] = defaultdict(list)
+    for r in results:
+        groups[r.task_id].append(r)
+    return groups
 
 
 def task_scores(results: Iterable[TaskResult], task_ids: Sequence[str]) -> list[TaskScore]:
-    """Average repeats per task, in ``task_ids`` order; errored repeats are skipped."""
-    by_task: dict[str, list[TaskResult]] = defaultdict(list)
-    for r in results:
-        by_task[r.task_id].append(r)
+    """The one tally of rollouts by task, in ``task_ids`` order; errored repeats are counted and
+    left out of the mean (missing data)."""
+    groups = by_task(results)
     out = []
     for tid in task_ids:
-        rs = by_task.get(tid, [])
+        rs = groups.get(tid, [])
         valid = [r for r in rs if r.ok]
         out.append(
             TaskScore(
@@ -139,6 +148,7 @@ def task_scores(results: Iterable[TaskResult], task_ids: Sequence[str]) -> list[
                 pass_rate=fmean(1.0 if r.passed else 0.0 for r in valid) if valid else None,
                 n_valid=len(valid),
                 n_errors=len(rs) - len(valid),
+                flaky=len({bool(r.passed) for r in valid}) > 1,
             )
         )
     return out
@@ -194,6 +204,11 @@ class EvalSummary:
         return cls(**fields)
 
 
+def error_kinds(results: Iterable[TaskResult]) -> dict[str, int]:
+    """How many results errored with each kind, in the order the kinds first appear."""
+    return dict(Counter(r.error.get("kind", "error") for r in results if r.error))
+
+
 def summarize(
     results: Sequence[TaskResult],
     task_ids: Sequence[str],
@@ -215,10 +230,6 @@ def summarize(
     passes = [s.pass_rate for s in scores if s.pass_rate is not None]
     costs = [r.cost_usd for r in results if r.error is None or r.output is not None]
     cost_known = all(c is not None for c in costs)
-    errors_by_kind: dict[str, int] = defaultdict(int)
-    for r in results:
-        if r.error:
-            errors_by_kind[r.error.get("kind", "error")] += 1
     spent = [r.cost_usd for r in results if not r.cached and r.output is not None]
     return EvalSummary(
         skill=skill,
@@ -245,6 +256,6 @@ def summarize(
         complete=complete,
         stopped=stopped,
         shard=shard,
-        errors_by_kind=dict(errors_by_kind),
+        errors_by_kind=error_kinds(results),
         tool_version=tool_version,
     )

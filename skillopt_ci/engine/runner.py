@@ -27,7 +27,7 @@ from skillopt_ci import __version__
 from skillopt_ci.core.errors import ProviderError, RuntimeFailure, ScoringError
 from skillopt_ci.core.names import slug
 from skillopt_ci.core.options import NoOptions
-from skillopt_ci.core.records import EvalSummary, TaskResult, summarize
+from skillopt_ci.core.records import EvalSummary, TaskResult, error_kinds, summarize
 from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import cut
@@ -347,10 +347,7 @@ def _kept(run: RunDir, results: Any) -> Path | None:
 def _abort_message(failures: int, attempts: int, results: Any) -> str:
     """The count of each error kind and the first error itself, so the line alone says what went wrong."""
     errors = [r.error for r in results if r.error]
-    counts: dict[str, int] = {}
-    for e in errors:
-        counts[e["kind"]] = counts.get(e["kind"], 0) + 1
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(error_kinds(results).items(), key=lambda kv: -kv[1]))
     text = f"aborted after {failures} of {attempts} rollouts failed ({kinds})"
     if errors:
         message = " ".join(cut(errors[0]["message"], 300).split())  # redacted before it is flattened

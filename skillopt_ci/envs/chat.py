@@ -18,7 +18,7 @@ from skillopt_ci.core.messages import Message, Part
 from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, keep_image, task_images
-from skillopt_ci.models.base import ModelCaller
+from skillopt_ci.models.base import ModelCaller, call_totals
 
 
 def chat_messages(skill: Skill, prompt: str | tuple[Part, ...]) -> list[Message]:
@@ -52,10 +52,7 @@ class ChatEnvironment(BaseEnvironment):
         return Rollout(
             output=completion.text,
             steps=steps,
-            usage=completion.usage,
-            cost_usd=completion.cost_usd,
-            latency_s=completion.latency_s,
+            **call_totals([completion]),
             wall_s=time.perf_counter() - started,
-            cached=completion.cached,
             finish_reason=completion.finish_reason,
         )

@@ -35,13 +35,12 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.messages import Message
-from skillopt_ci.core.records import Usage
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace
 from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.envs.toolbox import cap
-from skillopt_ci.models.base import Completion, ModelCaller
+from skillopt_ci.models.base import Completion, ModelCaller, call_totals
 from skillopt_ci.sandbox import SandboxError, SandboxLimits, Workspace
 
 SOLUTION = "solution.py"
@@ -219,23 +218,15 @@ class CodegenEnvironment(BaseEnvironment):
         written = tuple(workspace.written_files())
         if request.keep_dir is not None and written:
             workspace.keep(request.keep_dir, self.options.keep_files_bytes)
-        calls = run.completions
-        usage = Usage()
-        for c in calls:
-            usage = usage + c.usage
-        costs = [c.cost_usd for c in calls if c.cost_usd is not None]
         if run.error is not None:
             ending = f"[ended: {run.error['kind']}] {run.error['message']}"
         else:
-            ending = f"[final program: {run.finish}, {len(calls)} turn(s)]"
+            ending = f"[final program: {run.finish}, {len(run.completions)} turn(s)]"
         return Rollout(
             output=run.code,
             steps=tuple(run.steps),
-            usage=usage,
-            cost_usd=sum(costs) if calls and len(costs) == len(calls) else None,
-            latency_s=sum(c.latency_s for c in calls),
+            **call_totals(run.completions),
             wall_s=time.monotonic() - run.started,
-            cached=bool(calls) and all(c.cached for c in calls),
             finish_reason=None if run.error else run.finish,
             error=run.error,
             transcript=render_steps(run.steps, ending, self.options.transcript_chars),

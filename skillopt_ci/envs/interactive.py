@@ -50,7 +50,6 @@ from typing import Any
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.messages import Message
 from skillopt_ci.core.options import options_to_dict
-from skillopt_ci.core.records import Usage
 from skillopt_ci.core.task import task_paths
 from skillopt_ci.core.text import clip
 from skillopt_ci.core.trajectory import Rollout, Step
@@ -63,7 +62,7 @@ from skillopt_ci.envs.world_thread import WorldHung, WorldThread
 from skillopt_ci.envs.worlds import load_world_class
 from skillopt_ci.inputs.assets import suite_file
 from skillopt_ci.inputs.usercode import user_code
-from skillopt_ci.models.base import Completion, ModelCaller
+from skillopt_ci.models.base import Completion, ModelCaller, call_totals
 
 ACTION_RULES = ("tag", "last_line")
 TRANSCRIPT_CHARS = 20_000
@@ -143,17 +142,10 @@ class Episode:
         return [(observation, action) for observation, (action, _) in zip(seen, self.pairs, strict=True)]
 
     def rollout(self, transcript: str) -> Rollout:
-        calls = self.completions
-        costs = [c.cost_usd for c in calls if c.cost_usd is not None]
-        usage = Usage()
-        for c in calls:
-            usage = usage + c.usage
         finish = None if self.error else ("done" if self.done else "max_steps")
         return Rollout(
             output=self.last_action, steps=tuple(self.steps), reward=self.reward, done=self.done,
-            usage=usage, cost_usd=sum(costs) if calls and len(costs) == len(calls) else None,
-            latency_s=sum(c.latency_s for c in calls), wall_s=time.monotonic() - self.started,
-            cached=bool(calls) and all(c.cached for c in calls), finish_reason=finish,
+            **call_totals(self.completions), wall_s=time.monotonic() - self.started, finish_reason=finish,
             error=self.error, transcript=transcript,
         )
 

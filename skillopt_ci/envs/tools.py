@@ -34,7 +34,6 @@ from typing import Any
 
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.messages import Message, ToolCall
-from skillopt_ci.core.records import Usage
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs.base import (
     BaseEnvironment,
@@ -46,7 +45,7 @@ from skillopt_ci.envs.base import (
 from skillopt_ci.envs.functions import file_digest
 from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.envs.toolbox import BUILTINS, Tool, ToolContext, ToolResult, build_tools, cap
-from skillopt_ci.models.base import Completion, ModelCaller
+from skillopt_ci.models.base import Completion, ModelCaller, call_totals
 from skillopt_ci.sandbox import SandboxLimits, Workspace
 from skillopt_ci.sandbox.policy import IsolationRefused, require_isolation
 
@@ -72,11 +71,7 @@ class _Progress:
 
     started: float
     steps: list[Step] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    cost: float | None = 0.0
-    latency: float = 0.0
-    calls: int = 0
-    cached: int = 0
+    completions: list[Completion] = field(default_factory=list)
     output: str = ""
     finish_reason: str | None = None
     error: dict[str, str] | None = None
@@ -84,13 +79,6 @@ class _Progress:
 
     def add(self, kind: str, **fields: Any) -> None:
         self.steps.append(Step(kind, elapsed_s=time.monotonic() - self.started, **fields))
-
-    def count(self, completion: Completion) -> None:
-        self.calls += 1
-        self.cached += completion.cached
-        self.usage = self.usage + completion.usage
-        self.latency += completion.latency_s
-        self.cost = None if self.cost is None or completion.cost_usd is None else self.cost + completion.cost_usd
 
     def fail(self, kind: str, message: str) -> None:
         self.error = {"kind": kind, "message": message}
@@ -174,7 +162,7 @@ class ToolsEnvironment(BaseEnvironment):
             except ProviderError as exc:
                 progress.fail(exc.kind, exc.message)
                 return
-            progress.count(completion)
+            progress.completions.append(completion)
             progress.finish_reason = completion.finish_reason
             progress.add("model", text=completion.text, usage=completion.usage)
             if not completion.tool_calls:
@@ -244,11 +232,8 @@ class ToolsEnvironment(BaseEnvironment):
         return Rollout(
             output=progress.output,
             steps=tuple(progress.steps),
-            usage=progress.usage,
-            cost_usd=progress.cost if progress.calls else None,
-            latency_s=progress.latency,
+            **call_totals(progress.completions, latency=0.0),
             wall_s=time.monotonic() - progress.started,
-            cached=progress.calls > 0 and progress.cached == progress.calls,
             finish_reason=progress.finish_reason,
             error=progress.error,
             transcript=render_steps(progress.steps, ending, self.options.transcript_chars),

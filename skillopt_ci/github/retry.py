@@ -1,5 +1,6 @@
-"""Our own retry for GitHub writes and reads, independent of PyGithub's ``retry`` (which the Action
-turns off against a loopback server, and whose defaults do not retry a POST).
+"""Our own retry for GitHub writes and reads (the loop of :mod:`skillopt_ci.core.retry`), not
+PyGithub's ``retry`` (which the Action turns off against a loopback server, and whose defaults do
+not retry a POST).
 
 Retried, a bounded number of times with exponential backoff: a 5xx answer, a dropped or refused
 connection (``OSError``, which ``requests``' errors are), and GitHub's *secondary* rate limit
@@ -15,30 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from skillopt_ci.core.retry import RetryPolicy
 
 T = TypeVar("T")
 
 SECONDARY_PHRASES = ("secondary rate limit", "please retry your request again later",
                      "please wait a few minutes before you try again")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """``attempts`` in all (1: no retry); waits ``backoff``, ``2·backoff``, … seconds, each at most
-    ``max_wait`` (a ``Retry-After`` too)."""
-
-    attempts: int = 3
-    backoff: float = 2.0
-    max_wait: float = 30.0
-
-    def wait(self, attempt: int, hint: float | None) -> float:
-        """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 1)."""
-        base = self.backoff * 2 ** (attempt - 1)
-        if hint is not None:
-            base = max(base, hint)
-        return max(0.0, min(base, self.max_wait))
 
 
 def _message(exc: Any) -> str:
@@ -84,8 +69,8 @@ def call_with_retry(policy: RetryPolicy, fn: Callable[..., T], *args: Any,
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            again, hint = retriable(exc)
-            if not again or attempt >= max(policy.attempts, 1):
+            wait = policy.after(attempt, *retriable(exc))
+            if wait is None:
                 raise
-            sleep(policy.wait(attempt, hint))
+            sleep(wait)
             attempt += 1

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 # Messages and Usage are records of the core (rollouts carry them); the model interface uses them.
 from skillopt_ci.core.messages import ImagePart, Message, ToolCall, ToolSpec
 from skillopt_ci.core.records import Usage
 
-__all__ = ["Backend", "Completion", "ImagePart", "Message", "ModelCaller", "ToolCall", "ToolSpec", "Usage"]
+__all__ = ["Backend", "Completion", "ImagePart", "Message", "ModelCaller", "ToolCall", "ToolSpec", "Usage", "call_totals"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,26 @@ class Completion:
     tool_calls: tuple[ToolCall, ...] = ()
     rate: Any = None  # the provider's rate-limit counters on this response (limiter.RateInfo), never cached
 
+
+class CallTotals(TypedDict):
+    """What a rollout's model calls add up to, as :class:`~skillopt_ci.core.trajectory.Rollout` fields."""
+
+    usage: Usage
+    cost_usd: float | None
+    latency_s: float
+    cached: bool
+
+
+def call_totals(calls: Sequence[Completion], latency: float = 0) -> CallTotals:
+    """``calls`` summed: usage and latency (from ``latency``: the tools environment counts from
+    0.0), the cost (``None`` without calls or when one's is unknown), cached when every call was."""
+    usage = Usage()
+    for c in calls:
+        usage = usage + c.usage
+    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
+    return CallTotals(usage=usage, cost_usd=sum(costs) if calls and len(costs) == len(calls) else None,
+                      latency_s=sum((c.latency_s for c in calls), latency),
+                      cached=bool(calls) and all(c.cached for c in calls))
 
 class Backend(Protocol):
     """A provider adapter. ``complete`` makes exactly one attempt; retries live in one place above.

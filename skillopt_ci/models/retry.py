@@ -1,4 +1,5 @@
-"""One place for retries: exponential backoff with jitter, honouring the server's Retry-After.
+"""Model calls' retries over the one loop (:mod:`skillopt_ci.core.retry`): exponential backoff with
+jitter, honouring the server's Retry-After, retrying a :class:`ProviderError` marked retryable.
 
 Every wait is capped by the caller's ``max_wait`` (``models.<role>.max_retry_wait`` in
 skillopt.yml): a server may ask for a long pause, but how long a CI job sits idle is ours to decide.
@@ -17,6 +18,7 @@ from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from skillopt_ci.core.errors import ProviderError, RuntimeFailure
+from skillopt_ci.core.retry import RetryPolicy
 
 T = TypeVar("T")
 
@@ -77,18 +79,13 @@ def _span(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
 
 
-def backoff_delay(
-    attempt: int,
-    error: ProviderError,
-    rng: random.Random,
-    base: float = BASE_DELAY_S,
-    max_wait: float = MAX_RETRY_AFTER_S,
-) -> float:
-    """Delay before retry number ``attempt`` (0-based): the server's Retry-After when given,
-    else ``base`` × 2^attempt with ±50% jitter (at most 30 s); never more than ``max_wait``."""
-    if error.retry_after is not None:
-        return min(error.retry_after, max_wait)
-    return min(min(MAX_BACKOFF_S, base * 2**attempt) * rng.uniform(0.5, 1.5), max_wait)
+def model_policy(max_retries: int, base: float = BASE_DELAY_S,
+                 max_wait: float = MAX_RETRY_AFTER_S) -> RetryPolicy:
+    """A model call's retries: ``max_retries`` after the first attempt; the server's Retry-After
+    when given, else ``base`` × 2^attempt with ±50% jitter (at most 30 s); never more than
+    ``max_wait``, and a Retry-After beyond it is not retried (see :func:`asks_too_long`)."""
+    return RetryPolicy(max_retries + 1, base, max_wait, MAX_BACKOFF_S, jitter=0.5, hint_floor=False,
+                       refuse_long=True)
 
 
 async def with_retries(
@@ -101,18 +98,16 @@ async def with_retries(
     base_delay: float = BASE_DELAY_S,
     max_wait: float = MAX_RETRY_AFTER_S,
 ) -> T:
-    """Run ``call``; on a retryable :class:`ProviderError` wait and try again, up to
-    ``max_retries`` more times. The last error propagates, and so does at once one whose
-    Retry-After exceeds ``max_wait`` (see :func:`asks_too_long`)."""
-    rng = rng or random.Random()
-    attempt = 0
+    """Run ``call``; on a retryable :class:`ProviderError` wait and try again, per
+    :func:`model_policy`. The last error propagates, at once if its Retry-After exceeds ``max_wait``."""
+    policy, rng, attempt = model_policy(max_retries, base_delay, max_wait), rng or random.Random(), 1
     while True:
         try:
             return await call()
         except ProviderError as error:
-            if not error.retryable or attempt >= max_retries or asks_too_long(error, max_wait):
+            delay = policy.after(attempt, error.retryable, error.retry_after, rng)
+            if delay is None:
                 raise
-            delay = backoff_delay(attempt, error, rng, base_delay, max_wait)
             if on_retry is not None:
                 on_retry(error, delay)
             await sleep(delay)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from skillopt_ci.core.compare import ComparePolicy, compare_results
 from skillopt_ci.core.early_stop import accepts, cannot_win
-from skillopt_ci.core.records import TaskResult
+from skillopt_ci.core.records import TaskResult, by_task
 from skillopt_ci.core.sequential import (
     Samples,
     fresh_offset,
@@ -143,11 +143,8 @@ class ValidationGate:
 
 def as_samples(results: Sequence[TaskResult]) -> dict[str, list[float]]:
     """Per task, the scores of its valid rollouts in repeat order (errored rollouts are missing data)."""
-    out: dict[str, list[float]] = {}
-    for r in sorted(results, key=lambda r: (r.task_id, r.repeat)):
-        if r.ok:
-            out.setdefault(r.task_id, []).append(float(r.score))  # type: ignore[arg-type]  # r.ok: its score is not None
-    return out
+    ordered = sorted((r for r in results if r.ok), key=lambda r: (r.task_id, r.repeat))
+    return {t: [float(r.score) for r in rs] for t, rs in by_task(ordered).items()}  # type: ignore[arg-type]  # r.ok: its score is not None
 
 
 def mean_of(samples: Mapping[str, Sequence[float]], task_ids: Sequence[str]) -> float | None:

@@ -42,8 +42,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from skillopt_ci.core.credit import means
 from skillopt_ci.core.edits import Edit, EditCaps, apply_edits
-from skillopt_ci.core.records import task_scores
 from skillopt_ci.core.sequential import fresh_offset
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.history import ScreenedEdit, ScreenNote
@@ -127,7 +127,7 @@ class Screener:
             chosen = tuple(t for t in self.evaluator.suite.tasks("train") if t.id in wanted)
             outcome = self.evaluator.evaluate(candidate, "train", f"steps/{step_id}/screen/{label}",
                                               sample_offset=at, tasks=chosen, label=f"{step_id} screen {label}")
-            return {s.task_id: s.mean for s in task_scores(outcome.results, list(tasks)) if s.mean is not None}
+            return means(outcome.results, list(tasks))
 
         if not failures:
             return Screening(text, applied, ScreenNote(failures, successes, offset, None, None, (), True,

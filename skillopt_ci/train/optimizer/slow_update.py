@@ -9,13 +9,12 @@ through the validation gate, never force-accepts it.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.core.records import TaskResult
+from skillopt_ci.core.records import TaskResult, by_task
 from skillopt_ci.core.skill import PROTECTED_RE, find_protected
 from skillopt_ci.core.text import fence
 from skillopt_ci.models.base import Message, ModelCaller, Usage
@@ -93,12 +92,8 @@ def categorize(previous: Sequence[TaskResult], current: Sequence[TaskResult]) ->
 
 
 def _verdicts(results: Sequence[TaskResult]) -> dict[str, tuple[bool, str]]:
-    by_task: dict[str, list[TaskResult]] = defaultdict(list)
-    for r in results:
-        if r.ok:
-            by_task[r.task_id].append(r)
     verdicts = {}
-    for tid, rs in by_task.items():
+    for tid, rs in by_task(r for r in results if r.ok).items():
         passed = 2 * sum(1 for r in rs if r.passed) > len(rs)
         example = next(r for r in rs if bool(r.passed) == passed)
         verdicts[tid] = (passed, _clip(example.feedback))
