@@ -32,13 +32,9 @@ from typing import Any
 from skillopt_ci.benchmarks.draft import SuiteDraft, asset
 from skillopt_ci.benchmarks.extras import require
 from skillopt_ci.benchmarks.manifest import Manifest, pick
+from skillopt_ci.benchmarks.packs.spreadsheetbench import DATA_HELP, NAME
 from skillopt_ci.core.errors import InputError
 
-NAME = "spreadsheetbench"
-TITLE = "SpreadsheetBench"
-EXTRAS: tuple[str, ...] = ("openpyxl",)
-DATA_HELP = ("--from the folder holding dataset.json and spreadsheet/ (spreadsheetbench_verified_400.tar.gz "
-             "from huggingface.co/datasets/KAKA22/SpreadsheetBench, extracted), or the .tar.gz itself")
 ROOT = "spreadsheetbench"
 PREVIEW_ROWS = 10
 PREVIEW_COLUMNS = 20

@@ -23,13 +23,9 @@ from typing import Any
 from skillopt_ci.benchmarks.draft import SuiteDraft
 from skillopt_ci.benchmarks.hf_rows import RowScan, data_files
 from skillopt_ci.benchmarks.manifest import Manifest, ManifestItem, pick
+from skillopt_ci.benchmarks.packs.docvqa import DATA_HELP, NAME
 from skillopt_ci.core.errors import InputError
 
-NAME = "docvqa"
-TITLE = "DocVQA"
-EXTRAS: tuple[str, ...] = ()  # pyarrow only for the parquet files, imported when one is read
-DATA_HELP = ("download the Hugging Face dataset lmms-lab/DocVQA (config DocVQA: the validation parquet files) "
-             "and pass its folder with --from, or a folder of per-split CSVs with their page images")
 COLUMNS = ("questionId", "question", "question_types", "docId", "ucsf_document_id", "ucsf_document_page_no",
            "answers", "image")
 DOC_PATH = "document_path:"

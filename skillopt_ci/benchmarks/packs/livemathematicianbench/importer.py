@@ -24,13 +24,9 @@ from typing import Any
 
 from skillopt_ci.benchmarks.draft import SuiteDraft
 from skillopt_ci.benchmarks.manifest import Manifest, pick
+from skillopt_ci.benchmarks.packs.livemathematicianbench import DATA_HELP, NAME
 from skillopt_ci.core.errors import InputError
 
-NAME = "livemathematicianbench"
-TITLE = "LiveMathematicianBench"
-EXTRAS: tuple[str, ...] = ()
-DATA_HELP = ("download the monthly qa_YYYYMM_final.json files of LiveMathematicianBench (the Hugging Face "
-             "dataset or the project's GitHub data/ folder) and pass their folder with --from")
 SEED = 42
 FILE_NAME = re.compile(r"^qa_\d{6}_final(\..+)?\.json$")
 PROMPT = """## Question

@@ -17,13 +17,9 @@ from typing import Any
 from skillopt_ci.benchmarks.draft import SuiteDraft
 from skillopt_ci.benchmarks.hf_rows import RowScan, data_files
 from skillopt_ci.benchmarks.manifest import Manifest, pick
+from skillopt_ci.benchmarks.packs.searchqa import DATA_HELP, NAME
 from skillopt_ci.core.errors import InputError
 
-NAME = "searchqa"
-TITLE = "SearchQA"
-EXTRAS: tuple[str, ...] = ()  # pyarrow only for parquet files, imported when one is read
-DATA_HELP = ("download the Hugging Face dataset lucadiliello/searchqa (its parquet files, or rows as "
-             "JSON/JSONL) and pass the folder or a file with --from")
 CONTEXT_CHARS = 6000
 DOC = "[DOC]"
 CUT_MARK = "\n[... context truncated ...]"

@@ -23,14 +23,10 @@ from typing import Any
 
 from skillopt_ci.benchmarks.draft import SuiteDraft, asset
 from skillopt_ci.benchmarks.manifest import Manifest, ManifestItem
+from skillopt_ci.benchmarks.packs.alfworld import DATA_HELP, NAME
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.envs.alfworld import PROMPT, environment
 
-NAME = "alfworld"
-TITLE = "ALFWorld"
-EXTRAS: tuple[str, ...] = ()  # importing reads paths only; running real games needs the alfworld extra
-DATA_HELP = ("--from the ALFWorld data folder (ALFWORLD_DATA, filled by alfworld-download from the "
-             "alfworld GitHub release; it holds json_2.1.1/)")
 ROOT = "alfworld"
 VARIABLE = "ALFWORLD_DATA"
 

@@ -26,14 +26,9 @@ from typing import Any
 
 from skillopt_ci.benchmarks.draft import SuiteDraft, asset
 from skillopt_ci.benchmarks.manifest import Manifest, pick
+from skillopt_ci.benchmarks.packs.officeqa import DATA_HELP, NAME
 from skillopt_ci.core.errors import InputError
 
-NAME = "officeqa"
-TITLE = "OfficeQA"
-EXTRAS: tuple[str, ...] = ()
-DATA_HELP = ("download databricks/officeqa from Hugging Face (gated): officeqa_full.csv and "
-             "treasury_bulletins_parsed/transformed/*.txt; --from the download folder (or the CSV; "
-             "OFFICEQA_DOCS_DIR may name the corpus folder)")
 CSV_NAME = "officeqa_full.csv"
 DOCS_VARIABLE = "OFFICEQA_DOCS_DIR"
 DOCS_PLACES = ("treasury_bulletins_parsed/transformed", "transformed", "docs", ".")
