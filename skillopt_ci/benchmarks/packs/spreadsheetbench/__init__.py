@@ -2,17 +2,12 @@
 environment (Python run on the workbook, repaired from the error), the ``spreadsheet`` scorer
 (cell by cell, :mod:`.compare`) and the demo fixture."""
 
-from __future__ import annotations
-
 from skillopt_ci.benchmarks.pack import Pack
 
-NAME = "spreadsheetbench"
-TITLE = "SpreadsheetBench"
-EXTRAS: tuple[str, ...] = ("openpyxl",)
-DATA_HELP = ("--from the folder holding dataset.json and spreadsheet/ (spreadsheetbench_verified_400.tar.gz "
-             "from huggingface.co/datasets/KAKA22/SpreadsheetBench, extracted), or the .tar.gz itself")
-
-PACK = Pack(NAME, TITLE, DATA_HELP, "skillopt_ci.benchmarks.packs.spreadsheetbench.importer:read", EXTRAS,
+PACK = Pack("spreadsheetbench", "SpreadsheetBench", read="skillopt_ci.benchmarks.packs.spreadsheetbench.importer:read",
+            data_help=("--from the folder holding dataset.json and spreadsheet/ (spreadsheetbench_verified_400.tar.gz "
+                       "from huggingface.co/datasets/KAKA22/SpreadsheetBench, extracted), or the .tar.gz itself"),
+            extras=("openpyxl",),
             scorers={"spreadsheet": "skillopt_ci.benchmarks.packs.spreadsheetbench.scorer:SpreadsheetScorer"},
             environments={"codegen": "skillopt_ci.benchmarks.packs.spreadsheetbench.codegen:CodegenEnvironment"},
             fixture="skillopt_ci.benchmarks.packs.spreadsheetbench.fixture")
