@@ -1,12 +1,9 @@
-"""The six benchmarks of the method, one pack each (``packs/<name>/``: importer, scorers,
-environments, demo fixture, described by a :class:`~skillopt_ci.benchmarks.pack.Pack`), and the
-machinery they share beside them: split manifests (:mod:`manifest`), the draft and the writer,
-the asset index, ``bench import`` (:mod:`importer`) and ``bench run`` (:mod:`run`).
-
-A pack is registered by one line in ``BENCHMARKS``; a plug-in adds one through the
-``skillopt_ci.benchmarks`` entry-point group (``toy = "my_pkg.toy:PACK"``; a module with the
-older one-module protocol, ``NAME``/``TITLE``/``EXTRAS``/``DATA_HELP``/``read``, still works).
-Nothing of a pack is imported until its benchmark, scorer or environment is used.
+"""The six benchmarks of the method, one pack each (``packs/<name>/``, :mod:`.pack`), registered
+by one line in ``BENCHMARKS``, and beside them the machinery they share: split manifests, the
+draft and the writer, ``bench import`` (:mod:`.importer`) and ``bench run`` (:mod:`.run`). A
+plug-in adds a pack through the ``skillopt_ci.benchmarks`` entry-point group (``toy =
+"my_pkg.toy:PACK"``; a one-module benchmark, ``NAME``/``TITLE``/``EXTRAS``/``DATA_HELP``/``read``,
+still works). Nothing of a pack is imported until its benchmark, scorer or environment is used.
 """
 
 from __future__ import annotations
@@ -30,10 +27,6 @@ BENCHMARKS: dict[str, str] = {
 
 REGISTRY = Registry("benchmark", "skillopt_ci.benchmarks", BENCHMARKS,
                     lambda found: None if isinstance(found, (Pack, ModuleType)) else "is not a module")
-
-
-def benchmark_names() -> list[str]:
-    return REGISTRY.names()
 
 
 def benchmark_pack(name: str) -> Pack:

@@ -1,11 +1,9 @@
 """A benchmark pack: one folder (``benchmarks/packs/<name>/``) holding a benchmark's importer, the
-scorers and environments it adds, and its demo fixture, described by one :class:`Pack` in the
-folder's ``__init__.py``.
-
-The record holds lazy ``"module:attr"`` strings, so reading it imports nothing else of the pack:
-the importer is imported by ``bench import``, a scorer or an environment when a suite names it
-(the scorer and environment registries take every pack's entries in, :func:`pack_entries` in
-:mod:`skillopt_ci.benchmarks`), the fixture by the demo and the tests.
+scorers and environments it adds, and its demo fixture, named by lazy ``"module:attr"`` strings in
+one :class:`Pack` (the folder's ``__init__.py``), so reading the record imports nothing else: the
+importer is imported by ``bench import``, a scorer or an environment when a suite names it (the
+registries take the packs' entries in, :func:`skillopt_ci.benchmarks.pack_entries`), the fixture
+by the demo and the tests.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # reading a pack's record loads neither
     from skillopt_ci.benchmarks.draft import SuiteDraft
@@ -41,8 +39,11 @@ class Pack:
     fixture: str | None = None
 
     def reader(self) -> Reader:
-        found: Reader = _resolve(self.read) if isinstance(self.read, str) else self.read
-        return found
+        if isinstance(self.read, str):
+            module, _, attr = self.read.partition(":")
+            found: Reader = getattr(importlib.import_module(module), attr)
+            return found
+        return self.read
 
     def fixture_module(self) -> ModuleType | None:
         return importlib.import_module(self.fixture) if self.fixture else None
@@ -56,8 +57,3 @@ class Pack:
             return pack
         return cls(module.NAME, module.TITLE, module.DATA_HELP, module.read, tuple(module.EXTRAS),
                    fixture=getattr(module, "FIXTURE", None))
-
-
-def _resolve(spec: str) -> Any:
-    module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
