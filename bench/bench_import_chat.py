@@ -19,7 +19,9 @@ from pathlib import Path
 
 from skillopt_ci.benchmarks.importer import import_benchmark
 from skillopt_ci.benchmarks.manifest import load_manifest
-from skillopt_ci.sim.benchdata import docvqa, livemathematicianbench, searchqa
+from skillopt_ci.benchmarks.packs.docvqa import fixture as docvqa
+from skillopt_ci.benchmarks.packs.livemathematicianbench import fixture as livemathematicianbench
+from skillopt_ci.benchmarks.packs.searchqa import fixture as searchqa
 
 
 def _searchqa_source(root: Path, extra: int) -> tuple[Path, int]:

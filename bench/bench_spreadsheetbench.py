@@ -24,11 +24,15 @@ from statistics import median
 
 from skillopt_ci.benchmarks import spreadsheetbench
 from skillopt_ci.benchmarks.manifest import load_manifest
+from skillopt_ci.benchmarks.packs.spreadsheetbench import fixture
+from skillopt_ci.benchmarks.packs.spreadsheetbench.codegen import (
+    Case,
+    CodegenEnvironment,
+    CodegenOptions,
+)
 from skillopt_ci.core.task import Task
-from skillopt_ci.envs.codegen import Case, CodegenEnvironment, CodegenOptions
 from skillopt_ci.sandbox import Workspace
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.sim.benchdata import spreadsheetbench as fixture
 
 
 def timed(call) -> float:

@@ -7,7 +7,7 @@ ticket-triage chat suite and the sales-analysis tools suite (Python over a CSV i
 machine and no key is needed; every number printed is labelled as coming from a simulation.
 
 ``demo --benchmark NAME`` does the same for one of the method's benchmarks, with nothing specific
-to it: the benchmark's fixture module (``skillopt_ci.sim.benchdata.<name>``) writes a tiny
+to it: the fixture module of the benchmark's pack (``skillopt_ci.benchmarks.packs.<name>.fixture``) writes a tiny
 dataset in the upstream format (one record per id of the published manifest's first test ids),
 the benchmark's importer turns it into a suite (the real import path), the module's ``policy`` plays the target on the scripted server, and ``bench run``
 evaluates a skill on a few test tasks and prints the results table.
@@ -16,7 +16,6 @@ evaluates a skill on a few test tasks and prints the results table.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import re
 import tempfile
@@ -25,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 
-from skillopt_ci.benchmarks import benchmark_module
+from skillopt_ci.benchmarks import benchmark_pack
 from skillopt_ci.benchmarks.extras import require
 from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
 from skillopt_ci.benchmarks.run import BenchRequest, run_bench
@@ -143,7 +142,6 @@ def _bundled_code_may_run_unisolated(echo: Callable[[str], None]) -> Iterator[No
             os.environ[policy.OPT_IN] = saved
 
 
-FIXTURES = "skillopt_ci.sim.benchdata"
 BENCH_MODEL = "sim-benchmark-1"
 BENCH_TASKS = 5
 STARTER_SKILL = """---
@@ -159,13 +157,10 @@ final answer in exactly the form the task asks for.
 
 def fixture_module(name: str) -> ModuleType:
     """The benchmark's fixture module (``write_fixture`` and ``policy``); InputError when none."""
-    benchmark_module(name)  # an unknown name: InputError listing the six
-    try:
-        return importlib.import_module(f"{FIXTURES}.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not f"{FIXTURES}.{name}".startswith(exc.name):
-            raise
-        raise InputError(f"no demo data for the {name} benchmark in this installation") from None
+    fixture = benchmark_pack(name).fixture_module()  # an unknown name: InputError listing the six
+    if fixture is None:
+        raise InputError(f"no demo data for the {name} benchmark in this installation")
+    return fixture
 
 
 @contextlib.contextmanager
@@ -198,12 +193,12 @@ def import_fixture(name: str, root: Path, tasks: int = BENCH_TASKS) -> tuple[Pat
     """Write the fixture under ``root`` and import it with the benchmark's own importer into
     ``root/eval_suites/<name>``. Asset roots the suite names by a variable (``${ALFWORLD_DATA}``)
     are pointed at the fixture: the variables to set are returned with the suites folder."""
-    module, fixture = benchmark_module(name), fixture_module(name)
-    for extra in module.EXTRAS:
+    pack, fixture = benchmark_pack(name), fixture_module(name)
+    for extra in pack.extras:
         require(extra, name)
     manifest = demo_manifest(name, tasks)
     data = fixture.write_fixture(root / "data", manifest)
-    draft = module.read(data, manifest)
+    draft = pack.reader()(data, manifest)
     found = (re.match(r"\$\{(\w+)\}", folder) for folder in draft.asset_roots.values())
     names = {m.group(1): str(data) for m in found if m}
     suites = root / "eval_suites"
@@ -225,16 +220,16 @@ def run_benchmark_demo(name: str, out: Path | None, skill: Path | None = None,
     fixture (spread over the published test split), on a simulated target. Returns the bench run's exit code."""
     from skillopt_ci.benchmarks.run import exit_code
 
-    module, fixture = benchmark_module(name), fixture_module(name)
+    pack, fixture = benchmark_pack(name), fixture_module(name)
     with tempfile.TemporaryDirectory(prefix=f"skillopt-demo-{name}-") as tmp:
         root = out or Path(tmp)
         suites, names = import_fixture(name, root, tasks)
         if skill is None:
             skill = root / "skills" / f"{name}-starter" / "SKILL.md"
             skill.parent.mkdir(parents=True, exist_ok=True)
-            text = getattr(fixture, "SKILL", None) or STARTER_SKILL.format(name=name, title=module.TITLE)
+            text = getattr(fixture, "SKILL", None) or STARTER_SKILL.format(name=name, title=pack.title)
             skill.write_text(text, encoding="utf-8")
-        echo(f"SIMULATION - no real model is called. {module.TITLE}: a tiny dataset in the upstream format,")
+        echo(f"SIMULATION - no real model is called. {pack.title}: a tiny dataset in the upstream format,")
         echo(f"imported with skillopt-ci bench import {name}; a scripted server on 127.0.0.1 plays the target,")
         echo("right on some tasks and wrong on others, through the real OpenAI SDK. The numbers say nothing")
         echo("about any real model.")
@@ -252,5 +247,5 @@ def run_benchmark_demo(name: str, out: Path | None, skill: Path | None = None,
         if out:
             echo(f"Suite, runs and table: {out}")
         echo(f"With the real data: skillopt-ci bench import {name} --from PATH, then")
-        echo(f"skillopt-ci bench run --skill SKILL.md --benchmarks {name}  ({module.DATA_HELP})")
+        echo(f"skillopt-ci bench run --skill SKILL.md --benchmarks {name}  ({pack.data_help})")
         return exit_code(outcome.table)

@@ -9,8 +9,8 @@ from pathlib import Path
 import yaml
 
 from conftest import run_cli
+from helpers.manifests import write_small_manifest
 from skillopt_ci.benchmarks.manifest import load_manifest
-from skillopt_ci.sim.benchdata import write_small_manifest
 
 KEYS = {"OPENAI_API_KEY": "sk-test-not-a-key-000000000000", "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key-0000000"}
 SKILL = "---\nname: bench-skill\ndescription: Answer benchmark questions.\n---\nRead carefully, then answer.\n"

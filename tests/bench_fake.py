@@ -73,15 +73,12 @@ def register(monkeypatch, published: Path, name: str = NAME, title: str = TITLE)
     from skillopt_ci import benchmarks
     from skillopt_ci.benchmarks import manifest
 
-    module = sys.modules[__name__]
-    if name != NAME:
-        module = ModuleType(f"bench_fake_{name}")
-        module.__dict__.update({k: v for k, v in vars(sys.modules[__name__]).items() if not k.startswith("__")})
-        module.NAME, module.TITLE = name, title
-        module.write_fixture = lambda dest, manifest=None: write_fixture(dest, manifest or load_manifest(name))
-        monkeypatch.setitem(sys.modules, module.__name__, module)
+    module = ModuleType(f"bench_fake_{name}")
+    module.__dict__.update({k: v for k, v in vars(sys.modules[__name__]).items() if not k.startswith("__")})
+    module.NAME, module.TITLE, module.FIXTURE = name, title, module.__name__  # its own fixture
+    module.write_fixture = lambda dest, manifest=None: write_fixture(dest, manifest or load_manifest(name))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setitem(benchmarks.BENCHMARKS, name, module.__name__)
-    monkeypatch.setitem(sys.modules, f"skillopt_ci.sim.benchdata.{name}", module)
     monkeypatch.setattr(manifest, "PUBLISHED", published)
     return module
 

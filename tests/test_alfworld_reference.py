@@ -14,6 +14,7 @@ import asyncio
 
 import pytest
 
+from skillopt_ci.benchmarks.packs.alfworld import fixture
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task
@@ -22,7 +23,6 @@ from skillopt_ci.envs.base import RolloutRequest
 from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.envs.reply_action import read_action, reference_action
 from skillopt_ci.models.base import Completion, Usage
-from skillopt_ci.sim.benchdata import alfworld as fixture
 
 # (reply, the method's action, ours by default)
 CASES = [

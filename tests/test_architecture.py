@@ -20,8 +20,14 @@ SIM_SHIPPED = sorted([
     "__init__.py", "analyst.py", "constrained.py", "optimizer_sim.py", "protocols.py", "ratelimit.py",
     "reflection_prompt.py", "server.py", "sim_models.py", "skill_view.py", "triage.py", "wire_anthropic.py",
     "wire_batch.py", "wire_common.py", "wire_openai.py", "wire_stream.py",
-    *(f"benchdata/{name}.py" for name in ("__init__", "alfworld", "docvqa", "livemathematicianbench", "officeqa",
-                                          "searchqa", "spreadsheetbench")),
+])
+# One folder per benchmark; its demo fixture ships in it (the demo needs it).
+PACKS_SHIPPED = sorted([
+    "__init__.py",
+    *(f"{name}/{module}.py" for name in ("alfworld", "docvqa", "livemathematicianbench", "officeqa", "searchqa",
+                                         "spreadsheetbench") for module in ("__init__", "importer", "fixture")),
+    *(f"{name}/scorer.py" for name in ("docvqa", "livemathematicianbench", "officeqa", "searchqa", "spreadsheetbench")),
+    "officeqa/rules.py", "spreadsheetbench/compare.py", "spreadsheetbench/codegen.py",
 ])
 
 
@@ -48,11 +54,14 @@ def test_the_wheel_ships_package_data_and_no_fake_github(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
 
     assert not [n for n in names if "fakes/" in n or "github_state" in n or n.startswith("tests/")], names
-    # What the demo runs on ships (the scripted server, the simulated models, the benchmark
-    # fixtures), listed in full; the test-only agents and worlds (tests/helpers) do not.
+    # What the demo runs on ships (the scripted server, the simulated models; the benchmark
+    # fixtures in their packs), listed in full; the test-only agents and worlds (tests/helpers) do not.
     assert "skillopt_ci/demo.py" in names and not [n for n in names if n.startswith("skillopt_ci/testing/")]
     sim = sorted(n.removeprefix("skillopt_ci/sim/") for n in names if n.startswith("skillopt_ci/sim/"))
     assert sim == SIM_SHIPPED, sim
+    packs = sorted(n.removeprefix("skillopt_ci/benchmarks/packs/") for n in names
+                   if n.startswith("skillopt_ci/benchmarks/packs/"))
+    assert packs == PACKS_SHIPPED, packs
     schemas = {Path(n).name for n in names if n.startswith("skillopt_ci/inputs/schemas/") and n.endswith(".json")}
     assert {"config.schema.json", "suite.schema.json", "result.schema.json", "summary.schema.json",
             "gate.schema.json", "train_summary.schema.json", "proposal.schema.json"} <= schemas

@@ -17,6 +17,7 @@ import yaml
 
 from conftest import run_cli
 from skillopt_ci.benchmarks.manifest import load_manifest
+from skillopt_ci.benchmarks.packs.alfworld import fixture
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task
@@ -27,7 +28,6 @@ from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.models.base import Completion, Usage
 from skillopt_ci.scorers import build_scorer
 from skillopt_ci.sim import ScriptedModelServer
-from skillopt_ci.sim.benchdata import alfworld as fixture
 
 SKILL = "---\nname: household\ndescription: Does household tasks.\n---\nLook in closed places too.\n"
 TRAINED = SKILL + fixture.SKILL_RULE + "\n"

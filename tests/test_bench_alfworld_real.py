@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
+from skillopt_ci.benchmarks.packs.alfworld import fixture
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task
 from skillopt_ci.envs.alfworld import PROMPT, AlfworldWorld, environment
@@ -26,7 +27,6 @@ from skillopt_ci.envs.base import RolloutRequest
 from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.models.base import Completion, Usage
 from skillopt_ci.sim import ScriptedModelServer
-from skillopt_ci.sim.benchdata import alfworld as fixture
 
 alfworld = pytest.importorskip("alfworld", reason="the optional alfworld package is not installed")
 

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from skillopt_ci.benchmarks.packs.docvqa.scorer import anls_score, docvqa_answer
+from skillopt_ci.benchmarks.packs.livemathematicianbench.scorer import (
+    livemath_answer,
+    livemath_label,
+)
+from skillopt_ci.benchmarks.packs.searchqa.scorer import searchqa_answer, squad_f1, squad_normalize
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.scorers.benchmarks_text import (
-    anls_score,
-    docvqa_answer,
-    livemath_answer,
-    livemath_label,
-    searchqa_answer,
-    squad_f1,
-    squad_normalize,
-)
 
 
 def task(expected, **fields) -> Task:
@@ -133,7 +130,7 @@ def test_livemath_task_errors():
     ("", None),
 ])
 def test_livemath_official_protocol(reply, label):
-    from skillopt_ci.scorers.benchmarks_text import livemath_official_label
+    from skillopt_ci.benchmarks.packs.livemathematicianbench.scorer import livemath_official_label
 
     assert livemath_official_label(reply) == label
 

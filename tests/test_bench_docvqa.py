@@ -19,11 +19,11 @@ from bench_chat import (
 )
 
 from conftest import run_cli
-from skillopt_ci.benchmarks.docvqa import image_suffix, parse_answers
+from helpers.manifests import write_small_manifest
+from skillopt_ci.benchmarks.packs.docvqa import fixture
+from skillopt_ci.benchmarks.packs.docvqa.importer import image_suffix, parse_answers
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.sim import ScriptedModelServer
-from skillopt_ci.sim.benchdata import docvqa as fixture
-from skillopt_ci.sim.benchdata import write_small_manifest
 
 
 def _tasks(suite, split):

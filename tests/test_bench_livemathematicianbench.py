@@ -14,9 +14,9 @@ import pytest
 from bench_chat import evaluate, import_fixture, openai_target, validate, write_project
 
 from conftest import run_cli
-from skillopt_ci.benchmarks.livemathematicianbench import item_seed
+from skillopt_ci.benchmarks.packs.livemathematicianbench import fixture
+from skillopt_ci.benchmarks.packs.livemathematicianbench.importer import item_seed
 from skillopt_ci.sim import ScriptedModelServer
-from skillopt_ci.sim.benchdata import livemathematicianbench as fixture
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_toy  # noqa: E402

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from conftest import run_cli
+from skillopt_ci.benchmarks.packs.officeqa.fixture import policy, small_manifest, write_fixture
 from skillopt_ci.sim import ScriptedModelServer
-from skillopt_ci.sim.benchdata.officeqa import policy, small_manifest, write_fixture
 
 KEYS = {"OPENAI_API_KEY": "sk-test-not-a-key-000000000000", "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key-0000000"}
 TARGETS = {

@@ -12,8 +12,8 @@ import yaml
 
 from conftest import run_cli
 from skillopt_ci.benchmarks.manifest import load_manifest
+from skillopt_ci.benchmarks.packs.officeqa.fixture import DOCS, small_manifest, write_fixture
 from skillopt_ci.inputs.suite import load_suite
-from skillopt_ci.sim.benchdata.officeqa import DOCS, small_manifest, write_fixture
 
 
 def bench_import(data: Path, out: Path, *extra: str, env: dict[str, str] | None = None):

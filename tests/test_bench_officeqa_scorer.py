@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from skillopt_ci.core.errors import InputError
-from skillopt_ci.core.task import Task
-from skillopt_ci.scorers import build_scorer
-from skillopt_ci.scorers.officeqa import (
+from skillopt_ci.benchmarks.packs.officeqa.rules import list_readings, numbers_in, official_match
+from skillopt_ci.benchmarks.packs.officeqa.scorer import (
     official_answer,
     reference_answer,
     reference_normalize,
     reference_scores,
 )
-from skillopt_ci.scorers.officeqa_rules import list_readings, numbers_in, official_match
+from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.task import Task
+from skillopt_ci.scorers import build_scorer
 
 
 def task(expected: str) -> Task:

@@ -13,10 +13,10 @@ import pytest
 from bench_chat import evaluate, import_fixture, openai_target, validate, write_project
 
 from conftest import run_cli
-from skillopt_ci.benchmarks.searchqa import CUT_MARK, truncate_context
+from helpers.manifests import write_small_manifest
+from skillopt_ci.benchmarks.packs.searchqa import fixture
+from skillopt_ci.benchmarks.packs.searchqa.importer import CUT_MARK, truncate_context
 from skillopt_ci.sim import ScriptedModelServer
-from skillopt_ci.sim.benchdata import searchqa as fixture
-from skillopt_ci.sim.benchdata import write_small_manifest
 
 
 def test_the_context_is_cut_at_the_last_document_boundary_that_fits():

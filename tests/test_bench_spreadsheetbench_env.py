@@ -10,11 +10,11 @@ import openpyxl
 import pytest
 
 from fakes.tool_model import ScriptedCaller, reply
+from skillopt_ci.benchmarks.packs.spreadsheetbench.codegen import extract_code
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task
 from skillopt_ci.envs.base import RolloutRequest
-from skillopt_ci.envs.codegen import extract_code
 from skillopt_ci.envs.registry import build_environment
 
 SKILL = "---\nname: sheets\ndescription: Edit workbooks.\n---\nWrite values, not formulas.\n"

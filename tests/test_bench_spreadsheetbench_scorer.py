@@ -12,11 +12,11 @@ from pathlib import Path
 import openpyxl
 import pytest
 
+from skillopt_ci.benchmarks.packs.spreadsheetbench.compare import same_value, transform
 from skillopt_ci.core.errors import InputError, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.scorers import build_scorer
-from skillopt_ci.scorers.spreadsheet_compare import same_value, transform
 
 SAMPLE = Path(__file__).parent / "data" / "benchmarks" / "spreadsheetbench"
 

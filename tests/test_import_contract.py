@@ -37,7 +37,9 @@ TESTING = "Only the demo imports skillopt_ci.sim"
 CLI_TESTING = "The CLI reaches skillopt_ci.sim only through the demo"
 LEAVES = "Shared leaves outside the layers import nothing above the core"
 DOUBLES = "The test doubles import no front door and no orchestration"
-CONTRACTS = (LAYERS, PURE, SDKS, TESTING, CLI_TESTING, LEAVES, DOUBLES)
+PACKS = "A benchmark pack imports nothing that runs it"
+PACK_SCORERS = "A pack's scorers import no environment"
+CONTRACTS = (LAYERS, PURE, SDKS, TESTING, CLI_TESTING, LEAVES, DOUBLES, PACKS, PACK_SCORERS)
 
 # What sits outside the layers, on purpose (docs/architecture.md, "Outside the layers").
 OUTSIDE_LAYERS = {"prompts", "httpserve", "demo", "sim", "__main__"}
@@ -178,6 +180,18 @@ FORBIDDEN = {
                            "skillopt_ci.sandbox.process -> skillopt_ci.sim.server"),
     "sibling-envs-to-scorers": ("envs/tools.py", "import skillopt_ci.scorers.match", LAYERS,
                                 "skillopt_ci.envs.tools -> skillopt_ci.scorers.match"),
+    # A benchmark pack sits in the benchmarks layer but may reach nothing that runs it.
+    "engine-in-pack-scorer": ("benchmarks/packs/officeqa/scorer.py", "import skillopt_ci.engine.runner", PACKS,
+                              "skillopt_ci.benchmarks.packs.officeqa.scorer -> skillopt_ci.engine.runner"),
+    "bench-run-in-pack-importer": ("benchmarks/packs/searchqa/importer.py", "import skillopt_ci.benchmarks.run",
+                                   PACKS, "skillopt_ci.benchmarks.packs.searchqa.importer -> skillopt_ci.benchmarks.run"),
+    "env-in-pack-scorer": ("benchmarks/packs/docvqa/scorer.py", "import skillopt_ci.envs.chat", PACK_SCORERS,
+                           "skillopt_ci.benchmarks.packs.docvqa.scorer -> skillopt_ci.envs.chat"),
+    "trainer-in-pack-fixture": ("benchmarks/packs/searchqa/fixture.py", "import skillopt_ci.train.entry", DOUBLES,
+                                "skillopt_ci.benchmarks.packs.searchqa.fixture -> skillopt_ci.train.entry"),
+    # Only a pack's fixture may speak the scripted server's records.
+    "sim-in-pack-importer": ("benchmarks/packs/searchqa/importer.py", "import skillopt_ci.sim.server", TESTING,
+                             "skillopt_ci.benchmarks.packs.searchqa.importer -> skillopt_ci.sim.server"),
 }
 
 

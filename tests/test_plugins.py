@@ -1,7 +1,8 @@
 """Extension through entry points, one registry for every kind (``skillopt_ci.core.registry``): a
 tiny installed distribution (a ``.dist-info`` with ``entry_points.txt`` on ``sys.path``) adds a
-scorer, a benchmark and a model provider, which the real CLI then uses by name like a built-in.
-The environment plug-in is shown in ``tests/test_envs.py`` (``two-pass``)."""
+scorer, a benchmark, a benchmark pack (one folder: importer, scorer, environment) or a model
+provider, which the real CLI then uses by name like a built-in. The environment plug-in is shown in
+``tests/test_envs.py`` (``two-pass``)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,99 @@ def test_a_plugin_benchmark_imports_like_a_built_in(tmp_path, monkeypatch):
     unknown = run_cli("bench", "import", "nosuch", "--from", str(data))
     assert unknown.code == 2 and "known: searchqa, docvqa" in unknown.err and unknown.err.rstrip().endswith(
         "officeqa, toy (install the package that provides it (entry-point group skillopt_ci.benchmarks))")
+
+
+ECHO_PACK = {
+    "__init__.py": '''
+"""Echo: a benchmark as one folder. Its record names everything lazily."""
+from skillopt_ci.benchmarks.pack import Pack
+
+PACK = Pack("echo", "Echo", "--from a folder with rows.json", "echo_pack.importer:read",
+            scorers={"echo-match": "echo_pack.scorer:EchoMatch"},
+            environments={"echo-chat": "echo_pack.env:EchoChat"})
+''',
+    "importer.py": '''
+import json
+
+from skillopt_ci.benchmarks.draft import SuiteDraft
+from skillopt_ci.benchmarks.manifest import pick
+
+
+def read(source, manifest):
+    rows = json.loads((source / "rows.json").read_text())
+    picked = pick(manifest, ((r["qid"], r, f"row {i}") for i, r in enumerate(rows)), "rows.json")
+    tasks = {split: [{"id": r["qid"], "input": r["q"], "expected": r["a"]} for r in items]
+             for split, items in picked.items()}
+    return SuiteDraft(name="echo", tasks=tasks, suite={
+        "prompt": "{{ input }}", "environment": "echo-chat", "scorer": {"type": "echo-match"}})
+''',
+    "scorer.py": '''
+from skillopt_ci.scorers.base import Score, Scorer
+
+
+class EchoMatch(Scorer):
+    name = "echo-match"
+
+    def score(self, output, task):
+        right = output.strip().lower() == str(task.expected).lower()
+        return Score(float(right), right, "echoed" if right else f"not {task.expected!r}")
+''',
+    "env.py": '''
+from skillopt_ci.envs import BaseEnvironment, Message, Rollout, Step
+
+
+class EchoChat(BaseEnvironment):
+    name = "echo-chat"
+
+    async def run(self, request, models):
+        completion = await models.complete("target", [Message("user", request.prompt)],
+                                           sample_index=request.sample_index)
+        return Rollout(output=completion.text, steps=(Step("model", text="echo-chat asked once"),),
+                       usage=completion.usage)
+''',
+}
+
+
+def echo_policy(request) -> str:
+    """Right on the train and test questions, wrong on the validation one."""
+    question = request.messages[-1]["content"]
+    return "wrong" if "v1" in question else question.replace("question", "answer")
+
+
+def test_a_plugin_pack_adds_its_benchmark_scorer_and_environment(tmp_path, monkeypatch):
+    from skillopt_ci.envs.registry import ENVIRONMENTS
+    from skillopt_ci.sim.server import ScriptedModelServer
+
+    site = tmp_path / "site"
+    (site / "echo_pack").mkdir(parents=True)
+    for name, source in ECHO_PACK.items():
+        (site / "echo_pack" / name).write_text(source)
+    install(site, monkeypatch, "echo_pack_dist", None, "skillopt_ci.benchmarks", "echo = echo_pack:PACK")
+    assert SCORERS.names()[-1] == "echo-match" and ENVIRONMENTS.names()[-1] == "echo-chat"
+    manifest = bench_toy.write_manifest(tmp_path / "manifest", {"train": ["t1"], "val": ["v1", "v2"], "test": ["e1"]})
+    data = bench_toy.write_data(tmp_path / "data", ["t1", "v1", "v2", "e1"])
+    project = tmp_path / "project"
+    res = run_cli("bench", "import", "echo", "--from", str(data), "--manifest", str(manifest),
+                  "--out", str(project / "eval_suites" / "echo"))
+    assert res.code == 0, res.err
+    assert "imported Echo into" in res.out and "1 train / 2 val / 1 test" in res.out
+    (project / "skills" / "echo").mkdir(parents=True)
+    (project / "skills" / "echo" / "SKILL.md").write_text("# Echo\n\nAnswer with the answer.\n")
+    with ScriptedModelServer(echo_policy) as server:
+        (project / "skillopt.yml").write_text(yaml.safe_dump({
+            "version": 1, "skills": [{"path": "skills/echo/SKILL.md", "suite": "eval_suites/echo"}],
+            "models": {"target": {"provider": "openai-compatible", "model": "sim-echo", "base_url": server.openai_base_url}},
+            "cache": {"mode": "off"}}))
+        out = tmp_path / "run"
+        res = run_cli("eval", "echo", "--split", "val", "--out", str(out), "--quiet", cwd=project)
+    assert res.code == 0, res.err
+    results = {r["task_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert {k: (r["score"], r["feedback"]) for k, r in results.items()} == {
+        "v1": (0.0, "not 'answer v1'"), "v2": (1.0, "echoed")}
+    assert server.call_count == 2
+    # The pack's environment ran each rollout (its step, its name in the run's identity).
+    assert [s["text"] for s in results["v1"]["trajectory"]] == ["echo-chat asked once"]
+    assert json.loads((out / "run.json").read_text())["environment"] == {"type": "echo-chat"}
 
 
 def test_a_plugin_that_fails_to_import_names_itself(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skillopt_ci.benchmarks import benchmark_module
+from skillopt_ci.benchmarks import benchmark_pack
 from skillopt_ci.benchmarks.extras import require
 from skillopt_ci.benchmarks.manifest import load_manifest
 from skillopt_ci.benchmarks.writer import write_suite
@@ -31,13 +31,13 @@ class ImportReport:
 def import_benchmark(name: str, source: Path, out: Path, *, manifest_dir: Path | None = None,
                      force: bool = False) -> ImportReport:
     """Import benchmark ``name`` from ``source`` into the suite folder ``out``."""
-    module = benchmark_module(name)
+    pack = benchmark_pack(name)
     manifest = load_manifest(name, manifest_dir)
     if not source.exists():
-        raise InputError("the data path does not exist", where=str(source), hint=module.DATA_HELP)
-    for extra in module.EXTRAS:
+        raise InputError("the data path does not exist", where=str(source), hint=pack.data_help)
+    for extra in pack.extras:
         require(extra, name)
-    draft = module.read(source, manifest)
+    draft = pack.reader()(source, manifest)
     existed = out.exists()
     write_suite(draft, out, benchmark=name, manifest=manifest, source=str(source), force=force)
     try:
@@ -50,4 +50,4 @@ def import_benchmark(name: str, source: Path, out: Path, *, manifest_dir: Path |
     if not counts.get("train") or not counts.get("val"):
         draft.notes.append("the manifest has no train or no val ids: the suite serves eval and bench run; "
                            "train needs both splits")
-    return ImportReport(name, module.TITLE, out, counts, len(draft.assets), list(draft.notes))
+    return ImportReport(name, pack.title, out, counts, len(draft.assets), list(draft.notes))

@@ -149,3 +149,11 @@ def pick(manifest: Manifest, rows: Iterable[tuple[str, T, str]], data_source: st
                          where=data_source, hint="import from the full upstream download the manifest was made from, "
                               "or pass --manifest with a manifest folder of the ids you have")
     return {split: [found[item.id][0] for item in items] for split, items in manifest.splits.items()}
+
+
+def items_or_first(name: str, manifest: Manifest | None, per_split: int) -> dict[str, tuple[ManifestItem, ...]]:
+    """The items of ``manifest`` by split, or (when it is None) the first ``per_split`` of each
+    split of the published manifest of ``name``: the ids a demo fixture writes records for."""
+    if manifest is not None:
+        return dict(manifest.splits)
+    return {split: items[:per_split] for split, items in load_manifest(name).splits.items()}

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TextIO
 
-from skillopt_ci.benchmarks import REGISTRY, benchmark_module
+from skillopt_ci.benchmarks import REGISTRY, benchmark_pack
 from skillopt_ci.core.errors import EXIT_INPUT, EXIT_OK, EXIT_RUNTIME, InputError, RuntimeFailure
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.paths import display_path
@@ -138,15 +138,15 @@ def select_suites(request: BenchRequest) -> list[FoundSuite]:
 
 def data_help(name: str) -> str:
     try:
-        return str(getattr(benchmark_module(name), "DATA_HELP", "")) or "see the README's Benchmarks section"
-    except (ImportError, InputError):
+        return benchmark_pack(name).data_help or "see the README's Benchmarks section"
+    except (ImportError, InputError, AttributeError):
         return "see the README's Benchmarks section"
 
 
 def title_of(found: FoundSuite, duplicates: bool) -> str:
     try:
-        title = str(getattr(benchmark_module(found.benchmark), "TITLE", found.benchmark))
-    except (ImportError, InputError):
+        title = benchmark_pack(found.benchmark).title
+    except (ImportError, InputError, AttributeError):
         title = found.benchmark
     extra = [x for x in (found.variant, found.path.name if duplicates else None) if x]
     return f"{title} ({', '.join(extra)})" if extra else title

@@ -10,7 +10,9 @@ finds plug-ins in one entry-point group per kind: a third-party package adds a s
     [project.entry-points."skillopt_ci.scorers"]
     fuzzy = "my_pkg.scoring:FuzzyScorer"
 
-Built-ins win over a plug-in of the same name. Every lookup failure reads the same way:
+A registry may also take in what the benchmark packs add (``packs``: the lazy ``"module:attr"``
+of a function ``(kind) -> (built-ins, plug-in entry points)``), read only for a name its own
+table does not hold. Built-ins win over a plug-in of the same name. Every lookup failure reads the same way:
 ``unknown scorer 'fuzzy'; known: exact, contains, ...`` (an :class:`InputError`, exit 2), a
 plug-in that fails to import names itself (exit 2: the plug-in's bug, not ours), and a built-in
 that fails to import is a broken installation (exit 3).
@@ -36,17 +38,30 @@ class Registry:
     group: str
     builtin: dict[str, str]
     check: Callable[[Any], str | None] | None = None
+    packs: str | None = None
+
+    def _packs(self) -> tuple[dict[str, str], list[EntryPoint]]:
+        if self.packs is None:
+            return {}, []
+        module, _, attr = self.packs.partition(":")
+        found: tuple[dict[str, str], list[EntryPoint]] = getattr(importlib.import_module(module), attr)(self.kind)
+        return found
+
+    def table(self) -> dict[str, str]:
+        """The built-ins: this registry's own, then the built-in packs'."""
+        return {**self.builtin, **self._packs()[0]}
 
     def plugins(self) -> list[EntryPoint]:
-        return sorted((ep for ep in entry_points(group=self.group) if ep.name not in self.builtin),
-                      key=lambda ep: ep.name)
+        builtin, from_packs = self._packs()
+        return sorted((ep for ep in [*entry_points(group=self.group), *from_packs]
+                       if ep.name not in self.builtin and ep.name not in builtin), key=lambda ep: ep.name)
 
     def names(self) -> list[str]:
         """Every name this installation knows: built-ins in their order, then plug-ins by name."""
-        return [*self.builtin, *(ep.name for ep in self.plugins())]
+        return [*self.table(), *(ep.name for ep in self.plugins())]
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and (name in self.builtin or any(ep.name == name for ep in self.plugins()))
+        return isinstance(name, str) and (name in self.builtin or name in self.names())
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
@@ -57,8 +72,9 @@ class Registry:
 
     def load(self, name: str, where: str | None = None) -> Any:
         """The object registered as ``name`` (its module imported on first use)."""
-        if name in self.builtin:
-            module, _, attr = self.builtin[name].partition(":")
+        spec = self.builtin.get(name) or self._packs()[0].get(name)
+        if spec is not None:
+            module, _, attr = spec.partition(":")
             try:
                 found = importlib.import_module(module)
                 found = getattr(found, attr) if attr else found

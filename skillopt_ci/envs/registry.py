@@ -24,11 +24,11 @@ BUILTIN: dict[str, str] = {
     "interactive": "skillopt_ci.envs.interactive:InteractiveEnvironment",
     "codex": "skillopt_ci.envs.codex:CodexEnvironment",
     "claude-code": "skillopt_ci.envs.claude_code:ClaudeCodeEnvironment",
-    "codegen": "skillopt_ci.envs.codegen:CodegenEnvironment",
 }
-
-
-ENVIRONMENTS = Registry("environment", ENTRY_POINT_GROUP, BUILTIN, subclass_of(BaseEnvironment))
+# A benchmark's own environments (SpreadsheetBench's codegen) are in its pack, read only for a
+# name not above.
+ENVIRONMENTS = Registry("environment", ENTRY_POINT_GROUP, BUILTIN, subclass_of(BaseEnvironment),
+                        "skillopt_ci.benchmarks:pack_entries")
 
 
 def environment_names() -> list[str]:

@@ -32,14 +32,16 @@ BUILTIN: dict[str, str] = {
     "llm_judge": "skillopt_ci.scorers.judge:Judge",
     "reward": "skillopt_ci.scorers.reward:RewardScorer",
     "verify": "skillopt_ci.scorers.verify:VerifyScorer",
-    "officeqa": "skillopt_ci.scorers.officeqa:OfficeQAScorer",
-    "searchqa": "skillopt_ci.scorers.benchmarks_text:SearchQAScorer",
-    "livemath": "skillopt_ci.scorers.benchmarks_text:LiveMathScorer",
-    "docvqa": "skillopt_ci.scorers.benchmarks_text:DocVQAScorer",
-    "spreadsheet": "skillopt_ci.scorers.spreadsheet:SpreadsheetScorer",
 }
-SCORERS = Registry("scorer", ENTRY_POINT_GROUP, BUILTIN, subclass_of(Scorer))
-SCORER_NAMES: tuple[str, ...] = tuple(BUILTIN)
+# A benchmark's own scorers are in its pack (skillopt_ci/benchmarks/packs/<name>/), read only for
+# a name not above.
+SCORERS = Registry("scorer", ENTRY_POINT_GROUP, BUILTIN, subclass_of(Scorer), "skillopt_ci.benchmarks:pack_entries")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SCORER_NAMES":  # every built-in, the packs' included (reading the packs' records)
+        return tuple(SCORERS.table())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def scorer_options(name: str) -> dict[str, Any]:

@@ -22,16 +22,20 @@ def levenshtein(a: str, b: str) -> int:
     return previous[-1]
 
 
-def f1(prediction: str, reference: str) -> float:
-    """SQuAD token F1 after :func:`tokens` normalisation; two empty strings score 1."""
-    pred, ref = tokens(prediction), tokens(reference)
-    if not pred or not ref:
-        return float(pred == ref)
+def overlap_f1(pred: Sequence[str], ref: Sequence[str]) -> float:
+    """Token F1 of two token lists: the harmonic mean of the shared tokens' precision and recall
+    (0 when they share none, so also when a side is empty). Each scorer tokenises its own way."""
     same = sum((Counter(pred) & Counter(ref)).values())
     if same == 0:
         return 0.0
     precision, recall = same / len(pred), same / len(ref)
     return 2 * precision * recall / (precision + recall)
+
+
+def f1(prediction: str, reference: str) -> float:
+    """SQuAD token F1 after :func:`tokens` normalisation; two empty strings score 1."""
+    pred, ref = tokens(prediction), tokens(reference)
+    return overlap_f1(pred, ref) if pred and ref else float(pred == ref)
 
 
 def anls(prediction: str, reference: str, tau: float = 0.5) -> float:

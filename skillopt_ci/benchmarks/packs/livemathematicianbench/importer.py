@@ -24,13 +24,9 @@ from typing import Any
 
 from skillopt_ci.benchmarks.draft import SuiteDraft
 from skillopt_ci.benchmarks.manifest import Manifest, pick
+from skillopt_ci.benchmarks.packs.livemathematicianbench import PACK
 from skillopt_ci.core.errors import InputError
 
-NAME = "livemathematicianbench"
-TITLE = "LiveMathematicianBench"
-EXTRAS: tuple[str, ...] = ()
-DATA_HELP = ("download the monthly qa_YYYYMM_final.json files of LiveMathematicianBench (the Hugging Face "
-             "dataset or the project's GitHub data/ folder) and pass their folder with --from")
 SEED = 42
 FILE_NAME = re.compile(r"^qa_\d{6}_final(\..+)?\.json$")
 PROMPT = """## Question
@@ -114,7 +110,7 @@ def _items(files: list[Path]):
 def read(source: Path, manifest: Manifest) -> SuiteDraft:
     files = _files(source)
     if not files:
-        raise InputError("no qa_YYYYMM_final.json files here", where=str(source), hint=DATA_HELP)
+        raise InputError("no qa_YYYYMM_final.json files here", where=str(source), hint=PACK.data_help)
     seen = 0
 
     def counted():
@@ -126,7 +122,7 @@ def read(source: Path, manifest: Manifest) -> SuiteDraft:
     picked = pick(manifest, counted(), str(source))
     tasks = {split: [task_record(item, where) for item, where in rows] for split, rows in picked.items()}
     return SuiteDraft(
-        name=NAME,
+        name=PACK.name,
         suite={
             "description": "LiveMathematicianBench: pick the strongest provable statement about a recent theorem "
                            "(multiple choice, options shuffled per item).",

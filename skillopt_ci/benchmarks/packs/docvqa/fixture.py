@@ -16,7 +16,7 @@ import json
 import struct
 from pathlib import Path
 
-from skillopt_ci.benchmarks.manifest import Manifest, ManifestItem, load_manifest
+from skillopt_ci.benchmarks.manifest import Manifest, items_or_first
 from skillopt_ci.sim.protocols import ScriptedRequest
 
 PER_SPLIT = 3
@@ -46,16 +46,10 @@ def page_png(fields: dict[str, str]) -> bytes:
     return out.getvalue()
 
 
-def _items(manifest: Manifest | None) -> dict[str, tuple[ManifestItem, ...]]:
-    source = manifest or load_manifest("docvqa")
-    keep = None if manifest is not None else PER_SPLIT
-    return {split: items[:keep] for split, items in source.splits.items()}
-
-
 def _rows(manifest: Manifest | None) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     n = 0
-    for split, items in _items(manifest).items():
+    for split, items in items_or_first("docvqa", manifest, PER_SPLIT).items():
         out[split] = []
         for place, entry in enumerate(items):
             fields = page_fields(n)

@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
+from skillopt_ci.benchmarks.manifest import Manifest, items_or_first
 from skillopt_ci.sim.protocols import ScriptedRequest
 
 CITIES = ("Lyon", "Porto", "Ghent", "Tartu", "Bergen", "Split", "Kraków", "Bilbao", "Graz", "Turku", "Malmö", "Cork")
@@ -39,20 +39,13 @@ def row(key: str, n: int, place: int) -> dict:
             "context": " ".join(docs), "answers": answers, "labels": [{"start": [0], "end": [1]}]}
 
 
-def _ids(manifest: Manifest | None) -> dict[str, list[str]]:
-    if manifest is None:
-        published = load_manifest("searchqa")
-        return {split: [i.id for i in items[:PER_SPLIT]] for split, items in published.splits.items()}
-    return {split: [i.id for i in items] for split, items in manifest.splits.items()}
-
-
 def write_fixture(dest: Path, manifest: Manifest | None = None, fmt: str = "parquet") -> Path:
     """Write the rows (one per manifest id, or a few per published split) and two rows no manifest
     names into ``dest/searchqa/data/``; return ``dest/searchqa``."""
     rows, n = [], 0
-    for ids in _ids(manifest).values():
-        for place, key in enumerate(ids):
-            rows.append(row(key, n, place))
+    for items in items_or_first("searchqa", manifest, PER_SPLIT).values():
+        for place, item in enumerate(items):
+            rows.append(row(item.id, n, place))
             n += 1
     unused = [row(f"{'f' * 31}{k}", n + k, 0) for k in range(2)]
     root = dest / "searchqa"

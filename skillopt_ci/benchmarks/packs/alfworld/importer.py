@@ -23,21 +23,17 @@ from typing import Any
 
 from skillopt_ci.benchmarks.draft import SuiteDraft, asset
 from skillopt_ci.benchmarks.manifest import Manifest, ManifestItem
+from skillopt_ci.benchmarks.packs.alfworld import PACK
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.envs.alfworld import PROMPT, environment
 
-NAME = "alfworld"
-TITLE = "ALFWorld"
-EXTRAS: tuple[str, ...] = ()  # importing reads paths only; running real games needs the alfworld extra
-DATA_HELP = ("--from the ALFWorld data folder (ALFWORLD_DATA, filled by alfworld-download from the "
-             "alfworld GitHub release; it holds json_2.1.1/)")
 ROOT = "alfworld"
 VARIABLE = "ALFWORLD_DATA"
 
 
 def read(source: Path, manifest: Manifest) -> SuiteDraft:
     if not source.is_dir():
-        raise InputError("--from must be the ALFWorld data folder, not a file", where=str(source), hint=DATA_HELP)
+        raise InputError("--from must be the ALFWorld data folder, not a file", where=str(source), hint=PACK.data_help)
     items = [(split, item) for split, entries in manifest.splits.items() for item in entries]
     games = {item.id: _gamefile(item) for _, item in items}
     missing = [(split, item) for split, item in items if not (source / games[item.id]).is_file()]
@@ -48,7 +44,7 @@ def read(source: Path, manifest: Manifest) -> SuiteDraft:
                          where=str(source), hint="pass the folder alfworld-download filled (ALFWORLD_DATA), "
                                                  "holding json_2.1.1/")
     draft = SuiteDraft(
-        name=NAME,
+        name=PACK.name,
         suite={"description": "ALFWorld (text): household tasks played in TextWorld, won within 50 steps.",
                "prompt": PROMPT, "environment": environment(), "scorer": {"type": "reward", "threshold": 1.0}},
         tasks={}, asset_roots={ROOT: root_name(source)})

@@ -17,13 +17,9 @@ from typing import Any
 from skillopt_ci.benchmarks.draft import SuiteDraft
 from skillopt_ci.benchmarks.hf_rows import RowScan, data_files
 from skillopt_ci.benchmarks.manifest import Manifest, pick
+from skillopt_ci.benchmarks.packs.searchqa import PACK
 from skillopt_ci.core.errors import InputError
 
-NAME = "searchqa"
-TITLE = "SearchQA"
-EXTRAS: tuple[str, ...] = ()  # pyarrow only for parquet files, imported when one is read
-DATA_HELP = ("download the Hugging Face dataset lucadiliello/searchqa (its parquet files, or rows as "
-             "JSON/JSONL) and pass the folder or a file with --from")
 CONTEXT_CHARS = 6000
 DOC = "[DOC]"
 CUT_MARK = "\n[... context truncated ...]"
@@ -85,14 +81,14 @@ def task_record(row: dict[str, Any], where: str) -> dict[str, Any]:
 def read(source: Path, manifest: Manifest) -> SuiteDraft:
     files = data_files(source, SUFFIXES)
     if not files:
-        raise InputError("no .parquet, .jsonl or .json files here", where=str(source), hint=DATA_HELP)
-    scan = RowScan(NAME, "key", COLUMNS, manifest.ids())
+        raise InputError("no .parquet, .jsonl or .json files here", where=str(source), hint=PACK.data_help)
+    scan = RowScan(PACK.name, "key", COLUMNS, manifest.ids())
     rows = ((row_id, (row, where), where) for row_id, row, where in scan.rows(files))
     picked = pick(manifest, rows, str(source))
     tasks = {split: [task_record(row, where) for row, where in found] for split, found in picked.items()}
     cut = sum(t["metadata"]["truncated"] for split in tasks.values() for t in split)
     return SuiteDraft(
-        name=NAME,
+        name=PACK.name,
         suite={
             "description": "SearchQA: answer a Jeopardy! clue from search-engine snippets (one chat call).",
             "prompt": PROMPT,

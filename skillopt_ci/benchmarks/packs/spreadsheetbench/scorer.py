@@ -30,6 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillopt_ci.benchmarks.packs.spreadsheetbench.compare import (
+    VARIANTS,
+    CaseResult,
+    compare_workbooks,
+)
 from skillopt_ci.core.errors import InputError, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout
@@ -38,7 +43,6 @@ from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.sandbox import SandboxError
 from skillopt_ci.sandbox.paths import confine
 from skillopt_ci.scorers.base import Score, Scorer
-from skillopt_ci.scorers.spreadsheet_compare import VARIANTS, CaseResult, compare_workbooks
 
 REPORTS = ("hard", "soft")
 

@@ -23,13 +23,9 @@ from typing import Any
 from skillopt_ci.benchmarks.draft import SuiteDraft
 from skillopt_ci.benchmarks.hf_rows import RowScan, data_files
 from skillopt_ci.benchmarks.manifest import Manifest, ManifestItem, pick
+from skillopt_ci.benchmarks.packs.docvqa import PACK
 from skillopt_ci.core.errors import InputError
 
-NAME = "docvqa"
-TITLE = "DocVQA"
-EXTRAS: tuple[str, ...] = ()  # pyarrow only for the parquet files, imported when one is read
-DATA_HELP = ("download the Hugging Face dataset lmms-lab/DocVQA (config DocVQA: the validation parquet files) "
-             "and pass its folder with --from, or a folder of per-split CSVs with their page images")
 COLUMNS = ("questionId", "question", "question_types", "docId", "ucsf_document_id", "ucsf_document_page_no",
            "answers", "image")
 DOC_PATH = "document_path:"
@@ -70,7 +66,7 @@ def _parquet_files(source: Path) -> list[Path]:
 
 
 def _parquet_rows(files: list[Path], manifest: Manifest, counter: list[int]):
-    scan = RowScan(NAME, "questionId", COLUMNS, manifest.ids())
+    scan = RowScan(PACK.name, "questionId", COLUMNS, manifest.ids())
     for row_id, row, where in scan.rows(files):
         image = row["image"] if isinstance(row["image"], dict) else {}
         if not isinstance(image.get("bytes"), (bytes, bytearray)):
@@ -96,7 +92,7 @@ def _csv_rows(files: list[Path], source: Path, manifest: Manifest, counter: list
             answer = "answer" if "answer" in row else "answers"
             missing = [c for c in ("questionId", "question", answer) if c not in row]
             if missing:
-                raise InputError(f"no {', '.join(missing)} column", where=str(path), hint=DATA_HELP)
+                raise InputError(f"no {', '.join(missing)} column", where=str(path), hint=PACK.data_help)
             counter[0] += 1
             if row["questionId"] not in wanted:
                 continue
@@ -151,10 +147,10 @@ def read(source: Path, manifest: Manifest) -> SuiteDraft:
     else:
         tables = data_files(source, (".csv",))
         if not tables:
-            raise InputError("no DocVQA parquet or CSV files here", where=str(source), hint=DATA_HELP)
+            raise InputError("no DocVQA parquet or CSV files here", where=str(source), hint=PACK.data_help)
         rows, kind = _csv_rows(tables, source, manifest, counter), f"{len(tables)} CSV file(s)"
     picked = pick(manifest, rows, str(source))
-    draft = SuiteDraft(name=NAME, suite={
+    draft = SuiteDraft(name=PACK.name, suite={
         "description": "DocVQA: answer a question about a scanned document page (one chat call with the image).",
         "prompt": PROMPT, "environment": "chat", "scorer": {"type": "docvqa"}, "repeats": 1}, tasks={})
     for split, pages in picked.items():

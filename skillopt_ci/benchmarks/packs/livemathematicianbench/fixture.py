@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from skillopt_ci.benchmarks.manifest import Manifest, load_manifest
+from skillopt_ci.benchmarks.manifest import Manifest, items_or_first
 from skillopt_ci.sim.protocols import ScriptedRequest
 
 PER_SPLIT = 3
@@ -41,11 +41,9 @@ def item(month: str, no: int, n: int) -> dict:
 
 
 def _entries(manifest: Manifest | None) -> list[tuple[str, int]]:
-    source = manifest or load_manifest("livemathematicianbench")
-    keep = None if manifest is not None else PER_SPLIT
     out = []
-    for items in source.splits.values():
-        for entry in items[:keep]:
+    for items in items_or_first("livemathematicianbench", manifest, PER_SPLIT).values():
+        for entry in items:
             month, _, no = entry.id.partition(":")
             out.append((month, int(no)))
     return out

@@ -32,13 +32,9 @@ from typing import Any
 from skillopt_ci.benchmarks.draft import SuiteDraft, asset
 from skillopt_ci.benchmarks.extras import require
 from skillopt_ci.benchmarks.manifest import Manifest, pick
+from skillopt_ci.benchmarks.packs.spreadsheetbench import PACK
 from skillopt_ci.core.errors import InputError
 
-NAME = "spreadsheetbench"
-TITLE = "SpreadsheetBench"
-EXTRAS: tuple[str, ...] = ("openpyxl",)
-DATA_HELP = ("--from the folder holding dataset.json and spreadsheet/ (spreadsheetbench_verified_400.tar.gz "
-             "from huggingface.co/datasets/KAKA22/SpreadsheetBench, extracted), or the .tar.gz itself")
 ROOT = "spreadsheetbench"
 PREVIEW_ROWS = 10
 PREVIEW_COLUMNS = 20
@@ -93,10 +89,10 @@ def open_data(source: Path) -> Data:
         if len(inner) == 1:
             return Data(str(inner[0]), root=inner[0])
         raise InputError("no dataset.json in this folder" + (" (several subfolders have one)" if inner else ""),
-                         where=str(source), hint=DATA_HELP)
+                         where=str(source), hint=PACK.data_help)
     if source.is_file() and tarfile.is_tarfile(source):
         return _open_tar(source)
-    raise InputError("not a SpreadsheetBench folder, dataset.json or .tar.gz", where=str(source), hint=DATA_HELP)
+    raise InputError("not a SpreadsheetBench folder, dataset.json or .tar.gz", where=str(source), hint=PACK.data_help)
 
 
 def _open_tar(source: Path) -> Data:
@@ -109,7 +105,7 @@ def _open_tar(source: Path) -> Data:
     found = sorted((n for n in named if PurePosixPath(n).name == "dataset.json"), key=lambda n: (n.count("/"), n))
     if not found:
         tar.close()
-        raise InputError("the archive holds no dataset.json", where=str(source), hint=DATA_HELP)
+        raise InputError("the archive holds no dataset.json", where=str(source), hint=PACK.data_help)
     prefix = str(PurePosixPath(found[0]).parent)
     prefix = "" if prefix == "." else prefix + "/"
     members = {n[len(prefix):]: m for n, m in named.items() if n.startswith(prefix)}
@@ -133,11 +129,11 @@ def read(source: Path, manifest: Manifest) -> SuiteDraft:
 
 
 def _read(data: Data, manifest: Manifest) -> SuiteDraft:
-    openpyxl = require("openpyxl", NAME)
+    openpyxl = require("openpyxl", PACK.name)
     shown = data.where("dataset.json")
     records = _records(data, shown)
     picked = pick(manifest, ((str(r["id"]), r, f"{shown}[{i}]") for i, r in enumerate(records)), shown)
-    draft = SuiteDraft(name=NAME, suite=json.loads(json.dumps(SUITE)), tasks={})
+    draft = SuiteDraft(name=PACK.name, suite=json.loads(json.dumps(SUITE)), tasks={})
     if data.root is not None:
         draft.asset_roots[ROOT] = str(data.root.resolve())
     cases = 0

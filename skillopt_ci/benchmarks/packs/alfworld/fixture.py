@@ -164,7 +164,7 @@ def reply(user: str, skill: str) -> str:
 
 
 def policy(request: ScriptedRequest) -> str:
-    """The scripted server policy (``skillopt_ci.sim.benchdata.alfworld:policy``)."""
+    """The scripted server policy (``skillopt_ci.benchmarks.packs.alfworld.fixture:policy``)."""
     user = request.last_user
     skill = user.partition("## Skill Knowledge")[2] or request.system
     return reply(user, skill)

@@ -8,7 +8,7 @@ hard). The feedback names both numbers.
 
 - ``official``: the answer is the text of the **last** ``<FINAL_ANSWER>…</FINAL_ANSWER>`` (the
   official tag, any case), else of the last ``<answer_tag>`` pair (our prompt's tag), else the
-  whole reply; it is judged by :func:`~skillopt_ci.scorers.officeqa_rules.official_match` (numbers
+  whole reply; it is judged by :func:`~skillopt_ci.benchmarks.packs.officeqa.rules.official_match` (numbers
   with units, tolerance, lists, text). hard = soft = that 0/1 verdict.
 - ``reference``: the answer is the text of the **first** ``<answer_tag>`` pair, else the last
   non-empty line. Both sides are normalised (lower-case; commas removed; ASCII punctuation deleted
@@ -25,16 +25,15 @@ from __future__ import annotations
 
 import re
 import string
-from collections import Counter
 from dataclasses import dataclass
 
+from skillopt_ci.benchmarks.packs.officeqa.rules import official_match
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import quote
 from skillopt_ci.scorers.base import Score, Scorer, expected_strings
-from skillopt_ci.scorers.officeqa_rules import official_match
+from skillopt_ci.scorers.hard_soft import REPORTS, VARIANTS, last_line
+from skillopt_ci.scorers.match import overlap_f1
 
-VARIANTS = ("official", "reference")
-REPORTS = ("hard", "soft")
 _FINAL_ANSWER = re.compile(r"<FINAL_ANSWER>\s*(.*?)\s*</FINAL_ANSWER>", re.IGNORECASE | re.DOTALL)
 _KEEP = frozenset("0123456789.-%")
 _DROP = frozenset(string.punctuation) - _KEEP
@@ -56,8 +55,7 @@ def reference_answer(text: str, answer_tag: str = "answer") -> str:
     found = _tag(answer_tag).search(text)
     if found:
         return found.group(1).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else text.strip()
+    return last_line(text) or text.strip()
 
 
 def reference_normalize(text: str) -> str:
@@ -72,11 +70,7 @@ def reference_scores(answer: str, gold: str) -> tuple[bool, float]:
     p_tokens, r_tokens = pred.split(), ref.split()
     if not p_tokens or not r_tokens:
         return pred == ref, float(p_tokens == r_tokens)
-    same = sum((Counter(p_tokens) & Counter(r_tokens)).values())
-    if same == 0:
-        return pred == ref, 0.0
-    precision, recall = same / len(p_tokens), same / len(r_tokens)
-    return pred == ref, 2 * precision * recall / (precision + recall)
+    return pred == ref, overlap_f1(p_tokens, r_tokens)
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,9 @@ from typing import Any
 
 from skillopt_ci.benchmarks.draft import SuiteDraft, asset
 from skillopt_ci.benchmarks.manifest import Manifest, pick
+from skillopt_ci.benchmarks.packs.officeqa import PACK
 from skillopt_ci.core.errors import InputError
 
-NAME = "officeqa"
-TITLE = "OfficeQA"
-EXTRAS: tuple[str, ...] = ()
-DATA_HELP = ("download databricks/officeqa from Hugging Face (gated): officeqa_full.csv and "
-             "treasury_bulletins_parsed/transformed/*.txt; --from the download folder (or the CSV; "
-             "OFFICEQA_DOCS_DIR may name the corpus folder)")
 CSV_NAME = "officeqa_full.csv"
 DOCS_VARIABLE = "OFFICEQA_DOCS_DIR"
 DOCS_PLACES = ("treasury_bulletins_parsed/transformed", "transformed", "docs", ".")
@@ -58,7 +53,7 @@ def read(source: Path, manifest: Manifest) -> SuiteDraft:
     docs, docs_shown = _docs_folder(csv_file.parent)
     rows = _rows(csv_file)
     picked = pick(manifest, ((r["uid"], r, r["where"]) for r in rows), str(csv_file))
-    draft = SuiteDraft(name=NAME, suite=_suite(), tasks={}, asset_roots={"docs": docs_shown})
+    draft = SuiteDraft(name=PACK.name, suite=_suite(), tasks={}, asset_roots={"docs": docs_shown})
     for split, items in picked.items():
         draft.tasks[split] = [_task(row, docs, draft) for row in items]
     used = sum(len(items) for items in picked.values())
@@ -83,7 +78,7 @@ def _csv_file(source: Path) -> Path:
         return source
     found = source / CSV_NAME
     if not found.is_file():
-        raise InputError(f"no {CSV_NAME} in this folder", where=str(source), hint=DATA_HELP)
+        raise InputError(f"no {CSV_NAME} in this folder", where=str(source), hint=PACK.data_help)
     return found
 
 
@@ -97,7 +92,7 @@ def _docs_folder(beside: Path) -> tuple[Path, str]:
                              hint=f"export {DOCS_VARIABLE}=\"$(realpath {named})\": the suite names the variable "
                                   "and reads it again at every run, from wherever it runs")
         if not folder.is_dir():
-            raise InputError(f"{DOCS_VARIABLE} names a folder that does not exist", where=named, hint=DATA_HELP)
+            raise InputError(f"{DOCS_VARIABLE} names a folder that does not exist", where=named, hint=PACK.data_help)
         return folder.resolve(), f"${{{DOCS_VARIABLE}}}"
     for place in DOCS_PLACES:
         folder = beside / place
