@@ -82,8 +82,8 @@ class Record:
 
             schema["serialization"] = core_schema.wrap_serializer_function_ser_schema(serialize)
         read = getattr(cls, "_json_in", None)
-        if read is not None:
-            schema = core_schema.no_info_before_validator_function(read, schema)
+        if read is not None:  # inside the dataclass schema, which later uses of the class refer to
+            schema["schema"] = core_schema.no_info_before_validator_function(read, schema["schema"])
         return schema
 
 
