@@ -2,8 +2,9 @@
 
 A record is a dataclass that subclasses :class:`Record`; ``to_dict`` is :func:`dump` and
 ``from_dict`` is :func:`load`. The JSON is the fields in declaration order, nested records as
-objects, tuples as lists, enums as their values, numbers exactly as held (an ``int`` stays an
-``int``). Where a file's JSON differs from that, the record says so declaratively:
+objects, tuples as lists, enums as their values, numbers exactly as held and as read (an ``int``
+in a ``float`` field stays an ``int``, so a file read and written back keeps its bytes). Where a
+file's JSON differs from that, the record says so declaratively:
 
 - ``JSON_HEAD`` (a class variable): keys written first, such as ``schema_version`` and ``kind``;
   ignored when read (a reader that cares checks them before loading);
@@ -39,14 +40,12 @@ class RecordError(ValueError):
 
 def dump(obj: Any) -> dict[str, Any]:
     """``obj`` as plain JSON data (dicts, lists, strings, numbers, booleans, ``None``)."""
-    from pydantic_core import to_jsonable_python
-
-    return to_jsonable_python(_adapter(type(obj)).dump_python(obj))
+    return _adapter(type(obj)).dump_python(obj, mode="json")
 
 
 def load(cls: type[T], data: Any) -> T:
     """A ``cls`` read from JSON data; :class:`RecordError` when it does not fit."""
-    from pydantic import ValidationError
+    from pydantic_core import ValidationError
 
     try:
         return _adapter(cls).validate_python(data)
@@ -74,6 +73,7 @@ class Record:
         from pydantic_core import core_schema
 
         schema = handler(source)
+        schema["schema"] = _keep_ints(schema["schema"], core_schema)
         head, out = dict(cls.JSON_HEAD), getattr(cls, "_json_out", None)
         if head or out:
             def serialize(value: Any, inner: Any) -> Any:
@@ -85,6 +85,19 @@ class Record:
         if read is not None:  # inside the dataclass schema, which later uses of the class refer to
             schema["schema"] = core_schema.no_info_before_validator_function(read, schema["schema"])
         return schema
+
+
+def _keep_ints(node: Any, core_schema: Any) -> Any:
+    """The class's own ``float`` fields read an ``int`` as it is (``0`` stays ``0``, as in the file),
+    so a record read and written back keeps its bytes. A dataclass nested in a record is left to its
+    own schema: make it a record too when it holds a ``float``."""
+    if isinstance(node, list):
+        return [_keep_ints(v, core_schema) for v in node]
+    if not isinstance(node, dict) or node.get("type") == "dataclass":
+        return node
+    if node.get("type") == "float":
+        return core_schema.union_schema([core_schema.int_schema(strict=True), node], mode="left_to_right")
+    return {k: _keep_ints(v, core_schema) for k, v in node.items()}
 
 
 @cache

@@ -126,7 +126,7 @@ class ScreenNote(Record):
 
 
 @dataclass(frozen=True)
-class StepOutcome:
+class StepOutcome(Record):
     """How a step ended: the decision, its reason, the scores and the spend per stage.
     ``delta``/``ci`` exist only for a step that reached the gate."""
 
