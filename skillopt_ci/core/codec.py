@@ -100,11 +100,16 @@ def _keep_ints(node: Any, core_schema: Any) -> Any:
     return {k: _keep_ints(v, core_schema) for k, v in node.items()}
 
 
-@cache
-def _adapter(cls: type) -> TypeAdapter[Any]:
-    from pydantic import TypeAdapter
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
 
-    return TypeAdapter(cls)
+
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        from pydantic import TypeAdapter
+
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
 
 
 def written_as(fn: Callable[[Any], Any]) -> Any:
