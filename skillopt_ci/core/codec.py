@@ -73,6 +73,8 @@ class Record:
         from pydantic_core import core_schema
 
         schema = handler(source)
+        if schema.get("type") != "dataclass":
+            raise TypeError(f"{cls.__name__}: a codec.Record must be a dataclass")
         schema["schema"] = _keep_ints(schema["schema"], core_schema)
         head, out = dict(cls.JSON_HEAD), getattr(cls, "_json_out", None)
         if head or out:
