@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from skillopt_ci.core import codec
 from skillopt_ci.core.compare import ComparePolicy, compare_results
 from skillopt_ci.core.records import EvalSummary, TaskResult
 
@@ -22,7 +23,7 @@ BASELINES = ("none",)  # the values --baseline accepts
 
 
 @dataclass(frozen=True)
-class SkillWorth:
+class SkillWorth(codec.Record):
     """The no-skill score and what the skill adds over it, paired per task.
 
     ``mean``/``ci95`` are the no-skill run's own score; ``delta``/``delta_ci`` are the skill's
@@ -40,18 +41,8 @@ class SkillWorth:
     def line(self) -> str:
         return worth_line(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean, "ci95": list(self.ci95) if self.ci95 else None, "delta": self.delta,
-                "delta_ci": list(self.delta_ci) if self.delta_ci else None, "n_paired": self.n_paired,
-                "confidence": self.confidence, "run_dir": self.run_dir, "line": self.line()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SkillWorth:
-        return cls(mean=data.get("mean"), ci95=tuple(data["ci95"]) if data.get("ci95") else None,
-                   delta=data.get("delta"),
-                   delta_ci=tuple(data["delta_ci"]) if data.get("delta_ci") else None,
-                   n_paired=int(data.get("n_paired", 0)), confidence=float(data.get("confidence", 0.95)),
-                   run_dir=str(data.get("run_dir", "")))
+    def _json_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {**data, "line": self.line()}  # written for readers of the JSON; not read back
 
 
 def skill_worth(skill: Sequence[TaskResult], none: Sequence[TaskResult], task_ids: Sequence[str],

@@ -36,10 +36,11 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from statistics import NormalDist, fmean, stdev
-from typing import Any
+from typing import Any, ClassVar
 
+from skillopt_ci.core import codec
 from skillopt_ci.core.records import TaskResult, task_scores
 from skillopt_ci.core.stats import (
     TOLERANCE,
@@ -83,7 +84,7 @@ class ComparePolicy:
 
 
 @dataclass(frozen=True)
-class TaskDelta:
+class TaskDelta(codec.Record):
     """One task, repeats averaged per side. ``None`` means no valid repeat on that side."""
 
     task_id: str
@@ -95,20 +96,15 @@ class TaskDelta:
     base_flaky: bool
     head_flaky: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskDelta:
-        return cls(**data)
-
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(codec.Record):
     """The outcome of :func:`compare_results`. Means, delta and interval are over paired tasks.
 
     ``base_errors``/``head_errors`` count errored rollouts of the compared tasks.
     """
+
+    JSON_HEAD: ClassVar = {"schema_version": COMPARISON_SCHEMA_VERSION, "kind": "comparison"}
 
     n_tasks: int
     n_paired: int
@@ -135,23 +131,6 @@ class Comparison:
     detectable_drop: float | None = None
     detectable_drop_basis: str | None = None  # "observed spread" | "worst case"
     repeats: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ci"] = list(self.ci) if self.ci else None
-        data["flaky_base"] = list(self.flaky_base)
-        data["flaky_head"] = list(self.flaky_head)
-        data["tasks"] = [t.to_dict() for t in self.tasks]
-        return {"schema_version": COMPARISON_SCHEMA_VERSION, "kind": "comparison", **data}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Comparison:
-        fields = {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
-        fields["ci"] = tuple(data["ci"]) if data.get("ci") else None
-        fields["flaky_base"] = tuple(data.get("flaky_base", ()))
-        fields["flaky_head"] = tuple(data.get("flaky_head", ()))
-        fields["tasks"] = tuple(TaskDelta.from_dict(t) for t in data.get("tasks", ()))
-        return cls(**fields)
 
 
 def sign_test(n_pos: int, n_neg: int) -> float:

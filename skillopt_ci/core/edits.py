@@ -12,9 +12,10 @@ import difflib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
+from skillopt_ci.core.codec import Record
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import (
     FRONT_MATTER_RE,
@@ -28,7 +29,7 @@ OPS = ("append", "insert_after", "replace", "delete")
 
 
 @dataclass(frozen=True)
-class Edit:
+class Edit(Record):
     """One proposed change. ``support`` counts the reflections that proposed it (after merging);
     ``source`` says which reflection produced it: ``failure``, ``success`` or ``slow_update``."""
 
@@ -44,27 +45,13 @@ class Edit:
         folded, so the same edit proposed twice in slightly different spacing merges."""
         return (self.op, _fold(self.anchor), _fold(self.text))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Edit:
-        return cls(
-            op=str(data["op"]),
-            text=str(data.get("text", "")),
-            anchor=str(data.get("anchor", "")),
-            rationale=str(data.get("rationale", "")),
-            support=int(data.get("support", 1)),
-            source=str(data.get("source", "failure")),
-        )
-
 
 def _fold(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
 @dataclass(frozen=True)
-class EditOutcome:
+class EditOutcome(Record):
     """What happened to one edit when applied. ``status`` is one of ``applied``,
     ``anchor_not_found``, ``ambiguous_anchor``, ``protected``, ``too_long``, ``over_token_cap``,
     ``no_op`` or ``invalid``; ``detail`` is a short human sentence."""
@@ -76,13 +63,6 @@ class EditOutcome:
     @property
     def applied(self) -> bool:
         return self.status == "applied"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"edit": self.edit.to_dict(), "status": self.status, "detail": self.detail}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EditOutcome:
-        return cls(Edit.from_dict(data["edit"]), data["status"], data.get("detail", ""))
 
 
 @dataclass(frozen=True)

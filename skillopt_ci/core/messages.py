@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from skillopt_ci.core.codec import Record
+
 
 @dataclass(frozen=True)
 class ImagePart:
@@ -38,25 +40,22 @@ Part = str | ImagePart  # a text part or an image part
 
 
 @dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(Record):
     """A tool the model may call: its name, a description and a JSON Schema of its arguments."""
 
     name: str
     description: str
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
-
 
 @dataclass(frozen=True)
-class ToolCall:
+class ToolCall(Record):
     """One call the model asked for. ``arguments`` is the JSON text exactly as the model wrote it
     (it may be invalid: the environment reports that back to the model)."""
 
     id: str
     name: str
-    arguments: str
+    arguments: str = ""
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as an object; ``ValueError`` with a readable message when they are not one."""
@@ -67,13 +66,6 @@ class ToolCall:
         if not isinstance(value, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
         return value
-
-    def to_dict(self) -> dict[str, str]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
-        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data.get("arguments", "")))
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from skillopt_ci.core import codec
 from skillopt_ci.core.stats import mean_ci
 
 RESULT_SCHEMA_VERSION = 1
@@ -21,19 +22,11 @@ SUMMARY_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
-class Usage:
+class Usage(codec.Record):
     """Token counts. ``None`` means the server did not say (some servers omit usage)."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
-
-    def to_dict(self) -> dict[str, int | None]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Usage:
-        data = data or {}
-        return cls(input_tokens=data.get("input_tokens"), output_tokens=data.get("output_tokens"))
 
     def __add__(self, other: Usage) -> Usage:
         def add(a: int | None, b: int | None) -> int | None:
@@ -45,15 +38,17 @@ class Usage:
 
 
 @dataclass(frozen=True)
-class TaskResult:
+class TaskResult(codec.Record):
     """One rollout of one task, scored. ``error`` is ``{"kind", "message"}`` when it failed."""
+
+    JSON_HEAD: ClassVar = {"schema_version": RESULT_SCHEMA_VERSION}
 
     task_id: str
     repeat: int
-    prompt: str
-    output: str | None
-    score: float | None
-    passed: bool | None
+    prompt: str = ""
+    output: str | None = None
+    score: float | None = None
+    passed: bool | None = None
     feedback: str = ""
     usage: Usage = field(default_factory=Usage)
     scorer_usage: Usage = field(default_factory=Usage)
@@ -66,50 +61,14 @@ class TaskResult:
     # What environments beyond ``chat`` add (left out of the JSON when empty, so a chat result
     # reads as before): the steps as dicts (see core.trajectory.Step), the environment's reward,
     # the optimizer's bounded rendering, and the workspace files kept in the run directory.
-    trajectory: list[dict[str, Any]] | None = None
-    reward: float | None = None
-    transcript: str | None = None
-    files: list[str] | None = None
+    trajectory: Annotated[list[dict[str, Any]] | None, codec.OMIT_NONE] = None
+    reward: Annotated[float | None, codec.OMIT_NONE] = None
+    transcript: Annotated[str | None, codec.OMIT_NONE] = None
+    files: Annotated[list[str] | None, codec.OMIT_NONE] = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.score is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["usage"] = self.usage.to_dict()
-        data["scorer_usage"] = self.scorer_usage.to_dict()
-        for key in _OPTIONAL_RESULT_FIELDS:
-            if data[key] is None:
-                del data[key]
-        return {"schema_version": RESULT_SCHEMA_VERSION, **data}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskResult:
-        return cls(
-            task_id=str(data["task_id"]),
-            repeat=int(data["repeat"]),
-            prompt=data.get("prompt", ""),
-            output=data.get("output"),
-            score=data.get("score"),
-            passed=data.get("passed"),
-            feedback=data.get("feedback", ""),
-            usage=Usage.from_dict(data.get("usage")),
-            scorer_usage=Usage.from_dict(data.get("scorer_usage")),
-            cost_usd=data.get("cost_usd"),
-            latency_s=float(data.get("latency_s", 0.0)),
-            cached=bool(data.get("cached", False)),
-            finish_reason=data.get("finish_reason"),
-            error=data.get("error"),
-            expected=data.get("expected"),
-            trajectory=data.get("trajectory"),
-            reward=data.get("reward"),
-            transcript=data.get("transcript"),
-            files=data.get("files"),
-        )
-
-
-_OPTIONAL_RESULT_FIELDS = ("trajectory", "reward", "transcript", "files")
 
 
 @dataclass(frozen=True)
@@ -155,9 +114,11 @@ def task_scores(results: Iterable[TaskResult], task_ids: Sequence[str]) -> list[
 
 
 @dataclass(frozen=True)
-class EvalSummary:
+class EvalSummary(codec.Record):
     """The headline of one evaluation. ``complete`` is false when the run stopped early
     (budget, abort); ``stopped`` then says why."""
+
+    JSON_HEAD: ClassVar = {"schema_version": SUMMARY_SCHEMA_VERSION, "kind": "eval"}
 
     skill: dict[str, Any]
     suite: dict[str, Any]
@@ -186,22 +147,8 @@ class EvalSummary:
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     tool_version: str = ""
     missing_tasks: list[str] = field(default_factory=list)  # of a merge whose shards were not all given
-    no_skill: dict[str, Any] | None = None  # --baseline none: core.baseline.SkillWorth.to_dict()
-    pricing: str | None = None  # "batch": priced at the providers' batch price (eval --batch)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ci95"] = list(self.ci95) if self.ci95 else None
-        for optional in ("no_skill", "pricing"):
-            if data[optional] is None:
-                data.pop(optional)
-        return {"schema_version": SUMMARY_SCHEMA_VERSION, "kind": "eval", **data}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EvalSummary:
-        fields = {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
-        fields["ci95"] = tuple(data["ci95"]) if data.get("ci95") else None
-        return cls(**fields)
+    no_skill: Annotated[dict[str, Any] | None, codec.OMIT_NONE] = None  # --baseline none: core.baseline.SkillWorth.to_dict()
+    pricing: Annotated[str | None, codec.OMIT_NONE] = None  # "batch": priced at the batch price (eval --batch)
 
 
 def error_kinds(results: Iterable[TaskResult]) -> dict[str, int]:

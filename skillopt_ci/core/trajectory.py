@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
+from skillopt_ci.core import codec
 from skillopt_ci.core.records import Usage
 
 STEP_KINDS = ("model", "tool_call", "tool_result", "observation", "action", "error")
@@ -19,7 +20,7 @@ STEP_TEXT_LIMIT = 8_000  # characters of one step kept in results.jsonl (the ren
 
 
 @dataclass(frozen=True)
-class Step:
+class Step(codec.Record):
     """One thing that happened in a rollout.
 
     ``kind``:
@@ -35,51 +36,18 @@ class Step:
     """
 
     kind: str
-    text: str = ""
-    name: str | None = None
-    arguments: str | None = None
-    call_id: str | None = None
-    is_error: bool = False
-    reward: float | None = None
-    done: bool | None = None
-    images: tuple[str, ...] = ()
-    usage: Usage | None = None
-    elapsed_s: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """Only the fields that say something (results.jsonl stays small); text is cut at
-        ``STEP_TEXT_LIMIT`` characters with a note of how much was dropped."""
-        data: dict[str, Any] = {"kind": self.kind}
-        if self.text:
-            data["text"] = _cut(self.text, STEP_TEXT_LIMIT)
-        for key in ("name", "arguments", "call_id", "reward", "done"):
-            value = getattr(self, key)
-            if value is not None:
-                data[key] = _cut(value, STEP_TEXT_LIMIT) if key == "arguments" else value
-        if self.is_error:
-            data["is_error"] = True
-        if self.images:
-            data["images"] = list(self.images)
-        if self.usage is not None:
-            data["usage"] = self.usage.to_dict()
-        data["elapsed_s"] = round(self.elapsed_s, 4)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Step:
-        return cls(
-            kind=str(data["kind"]),
-            text=str(data.get("text", "")),
-            name=data.get("name"),
-            arguments=data.get("arguments"),
-            call_id=data.get("call_id"),
-            is_error=bool(data.get("is_error", False)),
-            reward=data.get("reward"),
-            done=data.get("done"),
-            images=tuple(data.get("images") or ()),
-            usage=Usage.from_dict(data["usage"]) if data.get("usage") else None,
-            elapsed_s=float(data.get("elapsed_s", 0.0)),
-        )
+    # In results.jsonl only the fields that say something (it stays small); text is cut at
+    # STEP_TEXT_LIMIT characters with a note of how much was dropped.
+    text: Annotated[str, codec.OMIT_EMPTY, codec.written_as(lambda s: _cut(s, STEP_TEXT_LIMIT))] = ""
+    name: Annotated[str | None, codec.OMIT_NONE] = None
+    arguments: Annotated[str | None, codec.OMIT_NONE, codec.written_as(lambda s: _cut(s, STEP_TEXT_LIMIT))] = None
+    call_id: Annotated[str | None, codec.OMIT_NONE] = None
+    reward: Annotated[float | None, codec.OMIT_NONE] = None
+    done: Annotated[bool | None, codec.OMIT_NONE] = None
+    is_error: Annotated[bool, codec.OMIT_EMPTY] = False
+    images: Annotated[tuple[str, ...], codec.OMIT_EMPTY] = ()
+    usage: Annotated[Usage | None, codec.OMIT_NONE] = None
+    elapsed_s: Annotated[float, codec.written_as(lambda s: round(s, 4))] = 0.0
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from skillopt_ci import __version__
+from skillopt_ci.core.codec import Record
 from skillopt_ci.core.compare import ComparePolicy, Comparison, compare_results
 from skillopt_ci.core.records import EvalSummary, TaskResult
 from skillopt_ci.core.stats import below
@@ -42,7 +43,7 @@ class SkillChange:
 
 
 @dataclass(frozen=True)
-class TaskExample:
+class TaskExample(Record):
     """A task whose score dropped, for the report: what went in, what was expected, both answers."""
 
     task_id: str
@@ -54,7 +55,7 @@ class TaskExample:
 
 
 @dataclass
-class SkillVerdict:
+class SkillVerdict(Record):
     change: SkillChange
     verdict: str  # improved | regressed | unchanged | inconclusive | new | deleted
     failed: bool
@@ -66,45 +67,23 @@ class SkillVerdict:
     regressed_tasks: list[TaskExample] = field(default_factory=list)
     warnings: tuple[str, ...] = ()  # the head skill's soft Agent Skills deviations
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.change.name,
-            "path": self.change.path,
-            "suite": self.change.suite,
-            "status": self.change.status,
-            "base_path": self.change.base_path,
-            **({"files": [{"path": p, "change": how} for p, how in self.change.files]} if self.change.files else {}),
-            "verdict": self.verdict,
-            "failed": self.failed,
-            "reason": self.reason,
-            "task_ids": list(self.task_ids),
-            "comparison": self.comparison.to_dict() if self.comparison else None,
-            "base": self.base.to_dict() if self.base else None,
-            "head": self.head.to_dict() if self.head else None,
-            "regressed_tasks": [vars(t) for t in self.regressed_tasks],
-            "warnings": list(self.warnings),
-        }
+    def _json_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The change's fields at the top level; its files, when there are any, as objects."""
+        change = data.pop("change")
+        files = change.pop("files")
+        return {**change, **({"files": [{"path": p, "change": how} for p, how in files]} if files else {}), **data}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SkillVerdict:
-        files = tuple((f["path"], f["change"]) for f in data.get("files") or ())
-        change = SkillChange(data["name"], data["path"], data["suite"], data["status"], data.get("base_path"), files)
-        return cls(
-            change=change,
-            verdict=data["verdict"],
-            failed=data["failed"],
-            reason=data["reason"],
-            task_ids=tuple(data.get("task_ids") or ()),
-            comparison=Comparison.from_dict(data["comparison"]) if data.get("comparison") else None,
-            base=EvalSummary.from_dict(data["base"]) if data.get("base") else None,
-            head=EvalSummary.from_dict(data["head"]) if data.get("head") else None,
-            regressed_tasks=[TaskExample(**t) for t in data.get("regressed_tasks") or []],
-            warnings=tuple(data.get("warnings") or ()),
-        )
+    def _json_in(cls, data: dict[str, Any]) -> dict[str, Any]:
+        change = {k: data[k] for k in ("name", "path", "suite", "status")}
+        change.update(base_path=data.get("base_path"), files=[(f["path"], f["change"]) for f in data.get("files") or ()])
+        return {**data, "change": change}
 
 
 @dataclass
-class GateReport:
+class GateReport(Record):
+    JSON_HEAD: ClassVar = {"schema_version": GATE_SCHEMA_VERSION, "kind": "gate"}
+
     base_ref: str
     head_ref: str
     base_sha: str
@@ -132,41 +111,11 @@ class GateReport:
             return "inconclusive"
         return "passed"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": GATE_SCHEMA_VERSION,
-            "kind": "gate",
-            "mode": self.mode,
-            "base_ref": self.base_ref,
-            "head_ref": self.head_ref,
-            "base_sha": self.base_sha,
-            "head_sha": self.head_sha,
-            "merge_base": self.merge_base,
-            "policy": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self.policy).items()},
-            "shard": self.shard,
-            "config_hash": self.config_hash,
-            "verdict": self.verdict,
-            "failed": self.failed,
-            "overridden": self.overridden,
-            "skills": [s.to_dict() for s in self.skills],
-            "tool_version": __version__,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GateReport:
-        return cls(
-            base_ref=data["base_ref"],
-            head_ref=data["head_ref"],
-            base_sha=data["base_sha"],
-            head_sha=data["head_sha"],
-            merge_base=data["merge_base"],
-            policy=GatePolicy.from_dict(data["policy"]),
-            skills=[SkillVerdict.from_dict(s) for s in data["skills"]],
-            shard=data.get("shard"),
-            overridden=data.get("overridden", False),
-            mode=data.get("mode", "gate"),
-            config_hash=data.get("config_hash"),
-        )
+    def _json_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        """What the gate decided (``verdict``, ``failed``) and the tool's version, for readers; not read back."""
+        keys = ("mode", "base_ref", "head_ref", "base_sha", "head_sha", "merge_base", "policy", "shard", "config_hash")
+        return {**{k: data[k] for k in keys}, "verdict": self.verdict, "failed": self.failed,
+                "overridden": data["overridden"], "skills": data["skills"], "tool_version": __version__}
 
 
 def new_skill_verdict(change: SkillChange, head: EvalSummary, policy: GatePolicy,

@@ -13,6 +13,7 @@ from pkgutil import resolve_name
 from types import MappingProxyType
 from typing import Any
 
+from skillopt_ci.core.codec import Record
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.names import NAME_RULE, name_problem
 from skillopt_ci.core.redact import strip_userinfo
@@ -115,7 +116,7 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class GatePolicy:
+class GatePolicy(Record):
     """The ``gate:`` section. See config.schema.json for what each field means."""
 
     split: str = "val"
@@ -130,16 +131,9 @@ class GatePolicy:
     resamples: int = 2000
     seed: int = 0
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GatePolicy:
-        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        if "fail_on" in values:
-            values["fail_on"] = tuple(values["fail_on"])
-        return cls(**values)
-
 
 @dataclass(frozen=True)
-class TrainPolicy:
+class TrainPolicy(Record):
     """The ``train:`` section. See config.schema.json for what each field means."""
 
     epochs: int = 2
@@ -167,18 +161,9 @@ class TrainPolicy:
     credit_confidence: float | None = None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainPolicy:
-        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        budget = data.get("edit_budget") or {}
-        for key in ("schedule", "start", "end"):
-            if key in budget:
-                values[f"budget_{key}"] = budget[key]
-        if "labels" in values:
-            values["labels"] = tuple(values["labels"])
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items()}
+    def _json_in(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        budget = data.get("edit_budget") or {}  # the config's edit_budget: {schedule, start, end}
+        return {**data, **{f"budget_{key}": budget[key] for key in ("schedule", "start", "end") if key in budget}}
 
 
 @dataclass(frozen=True)

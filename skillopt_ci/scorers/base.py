@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from skillopt_ci.core.codec import Record
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.options import NoOptions, options_to_dict
 from skillopt_ci.core.task import Task
@@ -27,7 +28,7 @@ FEEDBACK_LIMIT = 300
 
 
 @dataclass(frozen=True)
-class Score:
+class Score(Record):
     """One measurement of one output.
 
     ``value`` is in [0, 1]; ``passed`` is the scorer's pass/fail call (``value >= threshold``);
@@ -58,25 +59,6 @@ class Score:
     @classmethod
     def binary(cls, ok: bool, feedback: str) -> Score:
         return cls(value=1.0 if ok else 0.0, passed=ok, feedback=feedback)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value,
-            "passed": self.passed,
-            "feedback": self.feedback,
-            "usage": self.usage.to_dict(),
-            "errors": self.errors,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Score:
-        return cls(
-            value=data["value"],
-            passed=data["passed"],
-            feedback=data.get("feedback", ""),
-            usage=Usage.from_dict(data.get("usage")),
-            errors=int(data.get("errors", 0)),
-        )
 
 
 class Scorer:

@@ -1,21 +1,23 @@
 """Records of a training run's outcome: what the nightly pull request and the reports show.
 
 ``TrainingSummary`` is written as ``summary.json`` (``kind: "train"``) at the end of a run; it is
-versioned and round-trips through JSON exactly.
+versioned and round-trips through JSON exactly (:mod:`skillopt_ci.core.codec`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar
 
+from skillopt_ci.core import codec
+from skillopt_ci.core.codec import Record
 from skillopt_ci.core.edits import Edit
 
 TRAIN_SUMMARY_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
-class SplitComparison:
+class SplitComparison(Record):
     """The current skill (baseline) vs the trained one (best) on one split, paired on the same
     tasks and repeats. ``verdict`` is the paired comparison's: improved, regressed, unchanged or
     inconclusive."""
@@ -28,34 +30,17 @@ class SplitComparison:
     verdict: str
     n_tasks: int
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ci"] = list(self.ci) if self.ci else None
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SplitComparison:
-        return cls(data["split"], data["current"], data["trained"], data["delta"],
-                   tuple(data["ci"]) if data.get("ci") else None, data["verdict"], data["n_tasks"])
-
 
 @dataclass(frozen=True)
-class AcceptedEdit:
+class AcceptedEdit(Record):
     """An edit that is part of the best skill, with the step that introduced it."""
 
     step: str
     edit: Edit
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "edit": self.edit.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AcceptedEdit:
-        return cls(data["step"], Edit.from_dict(data["edit"]))
-
 
 @dataclass(frozen=True)
-class StepPoint:
+class StepPoint(Record):
     """One point of the validation curve: the step id (``baseline``, ``e0-s3``, ``e1-slow``…), the
     candidate's validation score when it was measured in full (``None`` when scoring stopped
     early or the step was skipped), the incumbent's score after the step, and the decision
@@ -67,26 +52,15 @@ class StepPoint:
     candidate: float | None
     incumbent: float | None
     decision: str
-    reason: str = ""
-    left_out: tuple[dict[str, str], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key, empty in (("reason", ""), ("left_out", ())):
-            if not data[key] or data[key] == empty:  # absent when empty: older summaries stay as they were
-                data.pop(key)
-        if "left_out" in data:
-            data["left_out"] = [dict(x) for x in self.left_out]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StepPoint:
-        return cls(data["step"], data["candidate"], data["incumbent"], data["decision"], data.get("reason", ""),
-                   tuple(dict(x) for x in data.get("left_out", ())))
+    # Absent when empty: older summaries stay as they were.
+    reason: Annotated[str, codec.OMIT_EMPTY] = ""
+    left_out: Annotated[tuple[dict[str, str], ...], codec.OMIT_EMPTY] = ()
 
 
 @dataclass(frozen=True)
-class TrainingSummary:
+class TrainingSummary(Record):
+    JSON_HEAD: ClassVar = {"schema_version": TRAIN_SUMMARY_SCHEMA_VERSION, "kind": "train"}
+
     skill: dict[str, Any]  # name, path, hash (of the current, baseline skill)
     suite: dict[str, Any]  # name, path, hash
     baseline_hash: str
@@ -112,24 +86,5 @@ class TrainingSummary:
     run_dir: str = ""
     tokens_by_stage: dict[str, dict[str, Any]] = field(default_factory=dict)
     # --baseline none: per split ("val", "test"), core.baseline.SkillWorth.to_dict() of the best skill
-    no_skill: dict[str, dict[str, Any]] | None = None
+    no_skill: Annotated[dict[str, dict[str, Any]] | None, codec.OMIT_NONE] = None
     cancelled_rollouts: int = 0  # cut off in flight by early stopping (a provider may still bill them)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items()}
-        if self.no_skill is None:
-            data.pop("no_skill")
-        data["val"] = self.val.to_dict()
-        data["test"] = self.test.to_dict() if self.test else None
-        data["accepted_edits"] = [e.to_dict() for e in self.accepted_edits]
-        data["points"] = [p.to_dict() for p in self.points]
-        return {"schema_version": TRAIN_SUMMARY_SCHEMA_VERSION, "kind": "train", **data}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainingSummary:
-        values = {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
-        values["val"] = SplitComparison.from_dict(data["val"])
-        values["test"] = SplitComparison.from_dict(data["test"]) if data.get("test") else None
-        values["accepted_edits"] = tuple(AcceptedEdit.from_dict(e) for e in data["accepted_edits"])
-        values["points"] = tuple(StepPoint.from_dict(p) for p in data["points"])
-        return cls(**values)

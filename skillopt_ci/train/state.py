@@ -15,10 +15,13 @@ refuses any other, or a file it cannot read, with one line naming the file and t
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from skillopt_ci.core import codec
+from skillopt_ci.core.codec import Record
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.inputs.writable import write_json_atomic
 from skillopt_ci.train.history import EpochRecord, StepRecord
@@ -29,7 +32,7 @@ STATE_FILE = "state.json"
 
 
 @dataclass(frozen=True)
-class Version:
+class Version(Record):
     """A skill version: ``number`` 0 is the skill as it was; ``val_dir`` (relative to the training
     run directory) holds its validation results."""
 
@@ -40,16 +43,9 @@ class Version:
     val_mean: float | None
     val_dir: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Version:
-        return cls(**data)
-
 
 @dataclass
-class Spend:
+class Spend(Record):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -58,26 +54,19 @@ class Spend:
     # Rollouts cancelled in flight by early stopping (their calls may be billed; no result kept).
     # Kept here, beside the spend, and never in the step history: a resumed run must record the
     # same history as an uninterrupted one, and how many calls a kill cut off is not part of it.
-    cancelled_rollouts: int = 0
+    # Left out when 0: a run that cancelled nothing writes what it always wrote.
+    cancelled_rollouts: Annotated[int, codec.OMIT_EMPTY] = 0
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        if not self.cancelled_rollouts:  # a run that cancelled nothing writes what it always wrote
-            data.pop("cancelled_rollouts")
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Spend:
-        return cls(**(data or {}))
-
 
 @dataclass
-class TrainState:
+class TrainState(Record):
     """Mutable while a run works; saved as JSON at every checkpoint."""
+
+    JSON_HEAD: ClassVar = {"schema_version": STATE_SCHEMA_VERSION}
 
     epoch: int = 0
     step: int = 0
@@ -85,7 +74,7 @@ class TrainState:
     versions: list[Version] = field(default_factory=list)
     incumbent: int = 0
     epoch_start: int = 0
-    buffer: OptimizerBuffer | None = None  # None until the baseline is scored
+    buffer: OptimizerBuffer | None = None  # None until the baseline is scored ({} on disk)
     meta_skill: str = ""
     epoch_log: list[EpochEdit] = field(default_factory=list)
     history: list[StepRecord] = field(default_factory=list)
@@ -95,7 +84,8 @@ class TrainState:
     steps_per_epoch: int = 0
     epochs_planned: int = 0
     # Per version, per validation task: every validation sample it has had (the honest acceptance rules).
-    val_samples: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    # Only runs with an honest acceptance rule have any (older files stay byte for byte).
+    val_samples: Annotated[dict[int, dict[str, list[float]]], codec.OMIT_EMPTY] = field(default_factory=dict)
 
     def version(self, number: int) -> Version:
         return self.versions[number]
@@ -104,38 +94,20 @@ class TrainState:
     def current(self) -> Version:
         return self.versions[self.incumbent]
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "schema_version": STATE_SCHEMA_VERSION, "epoch": self.epoch, "step": self.step, "phase": self.phase,
-            "versions": [v.to_dict() for v in self.versions], "incumbent": self.incumbent,
-            "epoch_start": self.epoch_start, "buffer": self.buffer.to_dict() if self.buffer else {},
-            "meta_skill": self.meta_skill, "epoch_log": [e.to_dict() for e in self.epoch_log],
-            "history": [r.to_dict() for r in self.history], "epochs": [e.to_dict() for e in self.epochs],
-            "spent": self.spent.to_dict(), "stopped": self.stopped, "steps_per_epoch": self.steps_per_epoch,
-            "epochs_planned": self.epochs_planned,
-        }
-        if self.val_samples:  # only runs with an honest acceptance rule have any (older files stay byte for byte)
-            data["val_samples"] = {str(v): samples for v, samples in self.val_samples.items()}
-        return data
+    def _json_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {**data, "buffer": data["buffer"] or {}}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainState:
+    def _json_in(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        return {**data, "buffer": data.get("buffer") or None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> TrainState:
         """Raises ``KeyError``/``TypeError``/``ValueError`` for a malformed record (``load`` turns
         them into one line naming the file)."""
-        history = [StepRecord.from_dict(r) for r in data.get("history", [])]
-        return cls(
-            epoch=int(data["epoch"]), step=int(data["step"]), phase=str(data["phase"]),
-            versions=[Version.from_dict(v) for v in data.get("versions", [])],
-            incumbent=int(data["incumbent"]), epoch_start=int(data["epoch_start"]),
-            buffer=OptimizerBuffer.from_dict(data["buffer"]) if data.get("buffer") else None,
-            meta_skill=str(data.get("meta_skill", "")),
-            epoch_log=[EpochEdit.from_dict(e) for e in data.get("epoch_log", [])],
-            history=history, epochs=[_epoch(e, history) for e in data.get("epochs", [])],
-            spent=Spend.from_dict(data.get("spent")), stopped=data.get("stopped"),
-            steps_per_epoch=int(data.get("steps_per_epoch", 0)), epochs_planned=int(data.get("epochs_planned", 0)),
-            val_samples={int(v): {str(t): [float(x) for x in xs] for t, xs in samples.items()}
-                         for v, samples in data.get("val_samples", {}).items()},
-        )
+        state = codec.load(cls, data)
+        state.epochs = [_epoch(e, state.history) for e in state.epochs]
+        return state
 
     def save(self, run_dir: Path) -> None:
         write_json_atomic(run_dir / STATE_FILE, self.to_dict())
@@ -160,9 +132,8 @@ class TrainState:
                              where=str(path), hint="pass --fresh to start over") from None
 
 
-def _epoch(data: dict[str, Any], history: list[StepRecord]) -> EpochRecord:
+def _epoch(record: EpochRecord, history: list[StepRecord]) -> EpochRecord:
     """An epoch record whose slow update is the history's own record (one object, as when written)."""
-    record = EpochRecord.from_dict(data)
     slow = record.slow_update
     if slow is None:
         return record

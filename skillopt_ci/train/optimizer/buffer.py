@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from skillopt_ci.core import codec
 from skillopt_ci.core.edits import Edit
 
 BUFFER_SCHEMA_VERSION = 1
@@ -30,26 +31,21 @@ _SHOWN_CHARS = 160
 @dataclass(frozen=True)
 class RejectedEdit:
     edit: Edit
-    reason: str
+    reason: str = ""
     epoch: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"edit": self.edit.to_dict(), "reason": self.reason, "epoch": self.epoch}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RejectedEdit:
-        return cls(Edit.from_dict(data["edit"]), str(data.get("reason", "")), int(data.get("epoch", 0)))
 
 
 @dataclass(frozen=True)
-class OptimizerBuffer:
+class OptimizerBuffer(codec.Record):
     """``rejected`` keeps the last :data:`MAX_REJECTED` rejected edits (one entry per distinct
     edit, the latest reason); ``failure_counts`` maps a task id to the number of steps of this
     epoch in which it failed, in first-failure order."""
 
+    JSON_HEAD: ClassVar = {"schema_version": BUFFER_SCHEMA_VERSION}
+
+    epoch: int = field(default=0, kw_only=True)  # first in the JSON, last in the constructor
     rejected: tuple[RejectedEdit, ...] = ()
-    failure_counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    epoch: int = 0
+    failure_counts: Annotated[Mapping[str, int], codec.FROZEN_MAP] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def recurring_failures(self) -> tuple[str, ...]:
@@ -66,20 +62,20 @@ class OptimizerBuffer:
         for edit in edits:
             kept = [r for r in kept if r.edit.key() != edit.key()]
             kept.append(RejectedEdit(edit, reason, self.epoch))
-        return OptimizerBuffer(tuple(kept[-MAX_REJECTED:]), self.failure_counts, self.epoch)
+        return OptimizerBuffer(tuple(kept[-MAX_REJECTED:]), self.failure_counts, epoch=self.epoch)
 
     def with_failures(self, task_ids: Iterable[str]) -> OptimizerBuffer:
         """Count one more failing step for each distinct id in ``task_ids``; call once per step."""
         counts = dict(self.failure_counts)
         for tid in dict.fromkeys(task_ids):
             counts[tid] = counts.get(tid, 0) + 1
-        return OptimizerBuffer(self.rejected, MappingProxyType(counts), self.epoch)
+        return OptimizerBuffer(self.rejected, MappingProxyType(counts), epoch=self.epoch)
 
     def for_new_epoch(self) -> OptimizerBuffer:
         """A buffer for the next epoch: failure counts cleared, the last :data:`CARRY_OVER`
         rejected edits kept."""
         carried = self.rejected[-CARRY_OVER:] if CARRY_OVER else ()
-        return OptimizerBuffer(tuple(carried), MappingProxyType({}), self.epoch + 1)
+        return OptimizerBuffer(tuple(carried), MappingProxyType({}), epoch=self.epoch + 1)
 
     def render(self) -> str:
         """Short markdown for the reflection prompt; says so when there is nothing yet."""
@@ -96,28 +92,16 @@ class OptimizerBuffer:
             parts.append(f"Tasks that failed in two or more steps of this epoch: {shown}.")
         return "\n\n".join(parts) if parts else "Nothing yet: no edit has been rejected and no task has failed twice."
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": BUFFER_SCHEMA_VERSION,
-            "epoch": self.epoch,
-            "rejected": [r.to_dict() for r in self.rejected],
-            "failure_counts": dict(self.failure_counts),
-            "recurring_failures": list(self.recurring_failures),
-        }
+    def _json_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {**data, "recurring_failures": list(self.recurring_failures)}  # for readers; not read back
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> OptimizerBuffer:
-        """Also accepts ``{}`` or ``None`` (an empty buffer). Raises ``ValueError`` for a buffer
-        of another schema version."""
-        data = data or {}
-        version = data.get("schema_version", BUFFER_SCHEMA_VERSION)
+    def _json_in(cls, data: Any) -> Any:
+        """``{}`` or ``None`` is an empty buffer; another schema version is a ``ValueError``."""
+        version = (data or {}).get("schema_version", BUFFER_SCHEMA_VERSION)
         if version != BUFFER_SCHEMA_VERSION:
             raise ValueError(f"optimizer buffer schema_version {version!r}, expected {BUFFER_SCHEMA_VERSION}")
-        return cls(
-            rejected=tuple(RejectedEdit.from_dict(r) for r in data.get("rejected", ())),
-            failure_counts=MappingProxyType({str(k): int(v) for k, v in dict(data.get("failure_counts", {})).items()}),
-            epoch=int(data.get("epoch", 0)),
-        )
+        return data or {}
 
 
 def describe_edit(edit: Edit) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from skillopt_ci.core.codec import Record
 from skillopt_ci.core.edits import Edit
 from skillopt_ci.core.text import clip, fence
 from skillopt_ci.models.base import Message, ModelCaller, Usage
@@ -28,20 +29,13 @@ MAX_LOG_ENTRIES = 40
 
 
 @dataclass(frozen=True)
-class EpochEdit:
+class EpochEdit(Record):
     """One edit tried this epoch: ``accepted`` by the gate or not, and ``reason`` (the gate's
     sentence: the score change or why it was rejected)."""
 
     edit: Edit
     accepted: bool
     reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"edit": self.edit.to_dict(), "accepted": self.accepted, "reason": self.reason}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EpochEdit:
-        return cls(Edit.from_dict(data["edit"]), bool(data["accepted"]), str(data.get("reason", "")))
 
 
 @dataclass(frozen=True)

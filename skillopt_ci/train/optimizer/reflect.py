@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from skillopt_ci.core.codec import Record
 from skillopt_ci.core.edits import Edit
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.text import as_text, fence
@@ -45,7 +46,7 @@ class ReflectionContext:
 
 
 @dataclass(frozen=True)
-class Proposal:
+class Proposal(Record):
     """One reflection's outcome. ``error`` is set (and ``edits`` empty) when the call failed
     twice (malformed output) or the provider failed; ``task_ids`` are the group's tasks."""
 
@@ -58,30 +59,8 @@ class Proposal:
     usage: Usage = field(default_factory=Usage)
     task_ids: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "group": self.group,
-            "task_ids": list(self.task_ids),
-            "edits": [e.to_dict() for e in self.edits],
-            "analysis": self.analysis,
-            "error": self.error,
-            "attempts": self.attempts,
-            "usage": self.usage.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Proposal:
-        return cls(
-            kind=data["kind"],
-            group=int(data["group"]),
-            edits=tuple(Edit.from_dict(e) for e in data.get("edits", ())),
-            analysis=data.get("analysis", ""),
-            error=data.get("error"),
-            attempts=int(data.get("attempts", 0)),
-            usage=Usage.from_dict(data.get("usage")),
-            task_ids=tuple(data.get("task_ids", ())),
-        )
+    def _json_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": data.pop("kind"), "group": data.pop("group"), "task_ids": data.pop("task_ids"), **data}
 
 
 def split_results(results: Sequence[TaskResult], threshold: float = 1.0) -> tuple[list[TaskResult], list[TaskResult]]:

@@ -10,9 +10,9 @@ through the validation gate, never force-accepts it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
+from skillopt_ci.core.codec import Record
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import TaskResult, by_task
 from skillopt_ci.core.skill import PROTECTED_RE, find_protected
@@ -39,18 +39,11 @@ class TaskChange:
 
 
 @dataclass(frozen=True)
-class SlowUpdateInput:
+class SlowUpdateInput(Record):
     improved: tuple[TaskChange, ...] = ()
     regressed: tuple[TaskChange, ...] = ()
     still_failing: tuple[TaskChange, ...] = ()
     still_passing: tuple[TaskChange, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {name: [asdict(c) for c in getattr(self, name)] for name in CATEGORIES}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SlowUpdateInput:
-        return cls(**{name: tuple(TaskChange(**c) for c in data.get(name, ())) for name in CATEGORIES})
 
     def render(self, name: str) -> str:
         changes = getattr(self, name)
