@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
 from skillopt_ci.benchmarks.manifest import load_manifest
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import parse_skill

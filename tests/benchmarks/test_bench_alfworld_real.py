@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
 from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task
 from skillopt_ci.envs.alfworld import PROMPT, AlfworldWorld, environment

@@ -9,7 +9,8 @@ import json
 import shutil
 
 import pytest
-from bench_chat import (
+
+from helpers.bench_chat import (
     anthropic_target,
     evaluate,
     import_fixture,
@@ -17,8 +18,7 @@ from bench_chat import (
     validate,
     write_project,
 )
-
-from conftest import run_cli
+from helpers.cli import run_cli
 from skillopt_ci.benchmarks.docvqa import image_suffix, parse_answers
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.sim import ScriptedModelServer

@@ -4,22 +4,18 @@ and suite assets (files referenced where they lie, checked by size at load and s
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import run_cli
+from helpers import bench_toy
+from helpers.cli import run_cli
 from skillopt_ci import benchmarks
 from skillopt_ci.benchmarks.manifest import load_manifest, pick
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
 from skillopt_ci.inputs.assets import suite_file
 from skillopt_ci.inputs.suite import check_suite, load_suite
-
-sys.path.insert(0, str(Path(__file__).parent))
-import bench_toy  # noqa: E402
 
 PUBLISHED = {
     "searchqa": (400, 200, 1400),
@@ -79,7 +75,7 @@ def test_a_manifest_listing_an_id_in_two_splits_is_refused(tmp_path):
 
 @pytest.fixture
 def toy(monkeypatch, tmp_path):
-    monkeypatch.setitem(benchmarks.BENCHMARKS, "toy", "bench_toy")
+    monkeypatch.setitem(benchmarks.BENCHMARKS, "toy", "helpers.bench_toy")
     manifest = bench_toy.write_manifest(tmp_path / "manifest", {"train": ["t1", "t2"], "val": ["v1"], "test": ["e1"]})
     data = bench_toy.write_data(tmp_path / "data", ["t1", "t2", "v1", "e1", "unused"])
     return tmp_path, data, manifest

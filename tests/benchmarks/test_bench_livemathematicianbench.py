@@ -7,21 +7,18 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
-from bench_chat import evaluate, import_fixture, openai_target, validate, write_project
 
-from conftest import run_cli
+from helpers import bench_toy
+from helpers.bench_chat import evaluate, import_fixture, openai_target, validate, write_project
+from helpers.cli import run_cli
+from helpers.paths import DATA
 from skillopt_ci.benchmarks.livemathematicianbench import item_seed
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.benchdata import livemathematicianbench as fixture
 
-sys.path.insert(0, str(Path(__file__).parent))
-import bench_toy  # noqa: E402
-
-REAL = Path(__file__).parent / "data" / "benchmarks" / "livemathematicianbench"
+REAL = DATA / "benchmarks" / "livemathematicianbench"
 REAL_SPLITS = {"train": ["202602:22", "202512:8", "202511:16"], "val": ["202601:44"], "test": ["202511:14"]}
 
 

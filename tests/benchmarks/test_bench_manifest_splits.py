@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 
-import bench_fake
 import pytest
 import yaml
 
-from conftest import run_cli, write_project
+from helpers import bench_fake
+from helpers.cli import run_cli
+from helpers.project import write_project
 from skillopt_ci.sim import ScriptedModelServer
 
 TEST_IDS = [f"e{i}" for i in range(1, 5)]  # e2, e4 are answered right: 2 of 4

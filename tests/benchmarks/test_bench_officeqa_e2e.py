@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.benchdata.officeqa import policy, small_manifest, write_fixture
 

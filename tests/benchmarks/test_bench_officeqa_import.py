@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
 from skillopt_ci.benchmarks.manifest import load_manifest
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.sim.benchdata.officeqa import DOCS, small_manifest, write_fixture

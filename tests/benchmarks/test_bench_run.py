@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 
-import bench_fake
 import pytest
 import yaml
 
-from conftest import run_cli, write_project
+from helpers import bench_fake
+from helpers.cli import run_cli
+from helpers.project import write_project
 from skillopt_ci.benchmarks.importer import import_benchmark
 from skillopt_ci.sim import ScriptedModelServer
 

@@ -10,9 +10,9 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from bench_chat import evaluate, import_fixture, openai_target, validate, write_project
 
-from conftest import run_cli
+from helpers.bench_chat import evaluate, import_fixture, openai_target, validate, write_project
+from helpers.cli import run_cli
 from skillopt_ci.benchmarks.searchqa import CUT_MARK, truncate_context
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.benchdata import searchqa as fixture

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
+from helpers.paths import DATA
 from skillopt_ci.benchmarks.manifest import load_manifest
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.benchdata import spreadsheetbench as fixture
 from skillopt_ci.sim.benchdata import write_small_manifest
 
-SAMPLE = Path(__file__).parent / "data" / "benchmarks" / "spreadsheetbench"
+SAMPLE = DATA / "benchmarks" / "spreadsheetbench"
 KEYS = {"OPENAI_API_KEY": "sk-test-not-a-key-000000000000"}
 SKILL = "---\nname: sheets\ndescription: Edit workbooks with Python.\n---\nWrite values with openpyxl.\n"
 

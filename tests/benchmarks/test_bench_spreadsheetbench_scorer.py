@@ -12,13 +12,14 @@ from pathlib import Path
 import openpyxl
 import pytest
 
+from helpers.paths import DATA
 from skillopt_ci.core.errors import InputError, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout
 from skillopt_ci.scorers import build_scorer
 from skillopt_ci.scorers.spreadsheet_compare import same_value, transform
 
-SAMPLE = Path(__file__).parent / "data" / "benchmarks" / "spreadsheetbench"
+SAMPLE = DATA / "benchmarks" / "spreadsheetbench"
 
 
 def book(path: Path, sheets: dict[str, dict[str, object]]) -> Path:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-import bench_fake
 import pytest
 
-from conftest import run_cli
+from helpers import bench_fake
+from helpers.cli import run_cli
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_an_unknown_benchmark_or_one_without_demo_data_is_exit_2(fake, monkeypat
     assert unknown.code == 2 and "unknown benchmark 'nosuch'" in unknown.err
     from skillopt_ci import benchmarks
 
-    monkeypatch.setitem(benchmarks.BENCHMARKS, "nodata", "bench_fake")
+    monkeypatch.setitem(benchmarks.BENCHMARKS, "nodata", "helpers.bench_fake")
     missing = run_cli("demo", "--benchmark", "nodata")
     assert missing.code == 2 and "no demo data for the nodata benchmark" in missing.err
 

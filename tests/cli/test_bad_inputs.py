@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from torture_checks import SECRET_ENV, assert_no_secret, assert_no_traceback, first_error_line
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
+from helpers.torture import SECRET_ENV, assert_no_secret, assert_no_traceback, first_error_line
 
 UNREACHABLE = "http://127.0.0.1:9/v1"
 SUITE = "eval_suites/ticket-triage"

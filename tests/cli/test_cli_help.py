@@ -5,11 +5,11 @@ must keep the command order, every option and its help text. Refresh the golden 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from conftest import run_cli
+from helpers.cli import run_cli
+from helpers.paths import GOLDEN
 
-GOLDEN = Path(__file__).parent / "golden" / "cli_help.txt"
+HELP_GOLDEN = GOLDEN / "cli_help.txt"
 COMMANDS = ["", "action", "bench", "bench import", "bench run", "cache-key", "compare", "demo", "eval", "gate", "init", "install-agents", "merge", "report", "train", "validate", "view"]
 
 
@@ -26,8 +26,8 @@ def all_help() -> str:
 def test_help_of_every_command_is_unchanged():
     text = all_help()
     if os.environ.get("SKILLOPT_REFRESH_GOLDEN"):
-        GOLDEN.write_text(text)
-    assert text == GOLDEN.read_text()
+        HELP_GOLDEN.write_text(text)
+    assert text == HELP_GOLDEN.read_text()
 
 
 def test_every_command_is_pinned():

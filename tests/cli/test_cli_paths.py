@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
 from skillopt_ci.sim import Fault
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from test_train import SKILL, train_project
-
-from conftest import LEGACY_TRAIN, run_cli
+from helpers.cli import run_cli
+from helpers.project import LEGACY_TRAIN
+from helpers.repo import SKILL
+from helpers.training import train_project
 from skillopt_ci.core.credit import (
     attribute_credit,
     attribute_credit_confident,

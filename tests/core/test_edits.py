@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
+from helpers.paths import REPO
 from skillopt_ci.core.edits import (
     Edit,
     EditCaps,
@@ -19,7 +19,7 @@ from skillopt_ci.core.edits import (
 )
 from skillopt_ci.core.skill import FRONT_MATTER_RE, estimate_tokens, parse_skill
 
-SKILL = (Path(__file__).resolve().parent.parent / "skills/ticket-triage/SKILL.md").read_text(encoding="utf-8")
+SKILL = (REPO / "skills/ticket-triage/SKILL.md").read_text(encoding="utf-8")
 BILLING = '- If the ticket mentions "invoice", "refund" or "charged", the category is billing.'
 BUG = '- If the ticket mentions "crash" or "error", the category is bug.'
 OUTAGE = '- If the ticket mentions "outage", the category is bug.'

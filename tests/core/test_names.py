@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
 from skillopt_ci.core.names import name_problem, run_dir_name, slug, training_branch
 from skillopt_ci.github.training_pr import check_branch
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import bench_toy
 import pytest
 import yaml
 
-from conftest import run_cli, write_project
+from helpers import bench_toy
+from helpers.cli import run_cli
+from helpers.project import write_project
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.registry import Registry, subclass_of
 from skillopt_ci.scorers import SCORERS
@@ -75,7 +76,7 @@ def test_a_plugin_scorer_is_used_by_name_in_a_suite(tmp_path, monkeypatch, serve
 
 
 def test_a_plugin_benchmark_imports_like_a_built_in(tmp_path, monkeypatch):
-    install(tmp_path / "site", monkeypatch, "toy_bench_dist", None, "skillopt_ci.benchmarks", "toy = bench_toy")
+    install(tmp_path / "site", monkeypatch, "toy_bench_dist", None, "skillopt_ci.benchmarks", "toy = helpers.bench_toy")
     manifest = bench_toy.write_manifest(tmp_path / "manifest", {"train": ["t1"], "val": ["v1"], "test": ["e1"]})
     data = bench_toy.write_data(tmp_path / "data", ["t1", "v1", "e1"])
     res = run_cli("bench", "import", "toy", "--from", str(data), "--manifest", str(manifest),

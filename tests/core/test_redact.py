@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_action import PR
-from test_gate import SKILL, make_repo
 
-from conftest import run_cli, write_project
 from fakes.github import FakeGitHub
+from helpers.action import PR
+from helpers.cli import run_cli
+from helpers.paths import REPO
+from helpers.project import write_project
+from helpers.repo import SKILL, make_repo
 from skillopt_ci.core.redact import (
     SECRETS,
     SafeStream,
@@ -162,7 +164,7 @@ def test_gate_markdown_on_stdout_has_no_workflow_command(tmp_path):
 def test_action_sends_no_key_or_token_to_github_or_the_runner_files(tmp_path):
     with FakeGitHub(owner="octo", repo="skills", token=TOKEN) as fake, ScriptedModelServer(TriagePolicy()) as server:
         server.fault_plan = echo_auth
-        text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+        text = (REPO / SKILL).read_text()
         pr = PR(tmp_path, fake, server, {SKILL: text + "\n- Be brief.\n"}, target={"api_key_env": "SIM_API_KEY"})
         res = pr.run(SIM_API_KEY=KEY)
         bodies = json.dumps([r.body for r in fake.writes()])
@@ -176,8 +178,7 @@ def test_action_sends_no_key_or_token_to_github_or_the_runner_files(tmp_path):
 
 
 def test_training_writes_no_key_when_the_provider_echoes_it(tmp_path):
-    from test_train import train_project
-
+    from helpers.training import train_project
     from skillopt_ci.sim.sim_models import SimulatedModels
 
     with ScriptedModelServer(SimulatedModels()) as server:

@@ -20,9 +20,10 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 import pytest
-from test_gate import SKILL, make_repo
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
+from helpers.repo import SKILL, make_repo
 from skillopt_ci.core.redact import SECRETS, SafeStream, defuse_commands, redact
 from skillopt_ci.core.text import clip
 from skillopt_ci.models.batch import BatchJournal
@@ -250,8 +251,7 @@ def test_gate_markdown_has_no_command_after_a_carriage_return_and_no_escaped_key
 def test_the_live_viewer_serves_no_form_of_a_key_from_a_run_written_elsewhere(tmp_path):
     """A run directory written by another process (an older version, a copied artifact) may hold
     what this process's redactor would have masked: the viewer masks it on the way out."""
-    from test_viewer_host import raw_get
-
+    from helpers.http import raw_get
     from skillopt_ci.viewer.server import ViewerServer
 
     with ScriptedModelServer(TriagePolicy()) as server:

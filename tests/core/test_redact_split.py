@@ -12,7 +12,8 @@ import io
 import pytest
 import yaml
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
 from skillopt_ci.core.redact import SECRETS, SafeStream, redact, write_command
 
 KEY = "Zq8vN2xLp4Rt7Wm1Ks9Hb3Yc6Fd0Gj5AaQ"

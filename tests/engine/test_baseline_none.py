@@ -10,7 +10,10 @@ import json
 import re
 
 import pytest
-from test_gate import (
+
+from helpers.cli import run_cli
+from helpers.project import write_project
+from helpers.repo import (
     ACCOUNT_RULE,
     BILLING_RULE,
     BUG_RULE,
@@ -20,9 +23,7 @@ from test_gate import (
     make_repo,
     skill_text,
 )
-from test_train import summary_of, train, train_project
-
-from conftest import run_cli, write_project
+from helpers.training import summary_of, train, train_project
 from skillopt_ci.core.skill import NO_SKILL_NAME, load_skill, no_skill
 from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.sim import ScriptedModelServer

@@ -12,9 +12,9 @@ from types import MappingProxyType
 
 import pytest
 import yaml
-from test_runs import judge_policy
 
-from conftest import run_cli, use_llm_judge, write_project
+from helpers.cli import run_cli
+from helpers.project import judge_policy, use_llm_judge, write_project
 from skillopt_ci.core.messages import Message
 from skillopt_ci.inputs.config import Config, ModelSpec
 from skillopt_ci.models.budget import BudgetReached, Limits, estimate_call
@@ -202,9 +202,8 @@ def test_a_rollout_whose_judge_call_is_refused_keeps_no_result_and_the_stop_line
 def test_training_holds_the_optimizers_calls_to_the_budget_too(tmp_path):
     """The baseline fits in 3,000 tokens, the first reflection does not: it is not sent (the old
     code sent it and two more, ending at 4,217 of 3,000) and the run stops at its checkpoint."""
-    from test_train import SIM_OPTIMIZER, train, train_project
-
-    from skillopt_ci.sim.sim_models import SimulatedModels
+    from helpers.training import train, train_project
+    from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
 
     with ScriptedModelServer(SimulatedModels()) as server:
         project = train_project(tmp_path / "p", server.openai_base_url)

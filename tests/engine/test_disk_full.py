@@ -9,7 +9,7 @@ import errno
 import io
 import os
 
-from conftest import run_cli
+from helpers.cli import run_cli
 from skillopt_ci.inputs import writable
 
 

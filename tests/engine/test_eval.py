@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
 from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.sim import Fault
 

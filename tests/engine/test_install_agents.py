@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
 from skillopt_ci.envs.agent_clis import AGENT_CLIS
 
 CODEX, CLAUDE = AGENT_CLIS["codex"], AGENT_CLIS["claude-code"]

@@ -6,7 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from test_gate import (
+from helpers.cli import run_cli
+from helpers.repo import (
     ACCOUNT_RULE,
     BILLING_RULE,
     BUG_RULE,
@@ -16,8 +17,6 @@ from test_gate import (
     make_repo,
     skill_text,
 )
-
-from conftest import run_cli
 from skillopt_ci.core.shard import Shard
 
 SPLIT = "eval_suites/ticket-triage/train.jsonl"

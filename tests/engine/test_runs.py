@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_gate import SKILL, commit_on_branch, make_repo, skill_text
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import judge_policy, write_project
+from helpers.repo import SKILL, commit_on_branch, make_repo, skill_text
 from skillopt_ci.engine.evaluation import EvalRequest, run_eval
 from skillopt_ci.inputs.config import load_config
 from skillopt_ci.models.base import Completion, Message, Usage
@@ -213,18 +214,6 @@ def test_dollar_budget_needs_known_prices(tmp_path, server):
     project = write_project(tmp_path / "p", "http://models.invalid/v1", pricing={}, budgets={"max_dollars": 1})
     res = run_cli("eval", "ticket-triage", "--quiet", cwd=project)
     assert res.code == 2 and "price of 'sim-triage-1' is unknown" in res.err and "pricing" in res.err
-
-
-def judge_policy(request):
-    """Target answers with the ticket's plan; the judge grades 'Enterprise' answers 1, others 0,
-    and returns prose without a verdict for one ticket."""
-    prompt = request.last_user
-    if "## Rubric" in prompt:
-        if "EU region" in prompt:
-            return "I cannot decide."
-        answer = prompt.split("## Answer to grade")[1].split("## Your verdict")[0]
-        return json.dumps({"score": 1.0 if "Enterprise" in answer else 0.0, "reason": "graded"})
-    return request.last_user.split("Plan: ")[1].split("\n")[0]
 
 
 def test_llm_judge_scorer_through_anthropic_judge(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_fixtures import SKIP_REASON, agent_bin, installed_bin_dir
+from helpers.agent_bins import SKIP_REASON, agent_bin, installed_bin_dir
 from skillopt_ci.engine.agents_install import reported_version
 from skillopt_ci.envs.agent_clis import AGENT_CLIS
 

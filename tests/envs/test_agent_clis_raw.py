@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_fixtures import agent_bin
+from helpers.agent_bins import agent_bin
 from helpers.agents import AgentScript
 from skillopt_ci.sim import Fault, ScriptedModelServer
 

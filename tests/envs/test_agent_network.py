@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_env_claude_code import FAKE_KEY, claude_project
-from test_env_codex_e2e import KEY, codex_project
 
-from agent_fixtures import agent_bin
-from conftest import run_cli
+from helpers.agent_bins import agent_bin
 from helpers.agents import AgentScript
+from helpers.claude_project import FAKE_KEY, claude_project
+from helpers.cli import run_cli
+from helpers.codex_project import KEY, codex_project
 from skillopt_ci.models.forwarder import shared_forwarder
 from skillopt_ci.sandbox.isolation import isolation
 from skillopt_ci.sim import ScriptedModelServer

@@ -8,24 +8,24 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 from types import MappingProxyType
 
 import pytest
-import yaml
 
-from agent_fixtures import agent_bin
-from conftest import run_cli
+from helpers.agent_bins import agent_bin
 from helpers.agents import AgentScript
+from helpers.claude_project import FAKE_KEY, SUITE_DATA, claude_project
+from helpers.cli import run_cli
+from helpers.paths import DATA
 from skillopt_ci.envs.agent_access import RELAY_ORIGIN
 from skillopt_ci.envs.claude_stream import parse_stream
 from skillopt_ci.models.forwarder import shared_forwarder
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.protocols import ScriptedReply
 
-STREAMS = Path(__file__).parent / "data/claude-stream"
+STREAMS = DATA / "claude-stream"
 
 
 def stream(name: str) -> str:
@@ -93,33 +93,10 @@ def test_a_stream_cut_short_or_holding_noise_is_a_failure_not_a_crash():
 
 # -- the real CLI against the scripted model server --------------------------------------------
 
-SUITE_DATA = Path(__file__).parent / "data/claude-suite"
-FAKE_KEY = "sk-ant-test-claude-code-key-4c1f9e"
-
 
 def claude_bin() -> str:
     """The claude binary (PATH or ``$SKILLOPT_AGENT_CLIS``); the test is skipped when it is absent."""
     return str(agent_bin("claude"))
-
-
-def claude_project(root: Path, server, binary: str, **environment) -> Path:
-    shutil.copytree(SUITE_DATA, root)
-    suite = root / "eval_suites/shout/suite.yaml"
-    data = yaml.safe_load(suite.read_text())
-    data["environment"].update(binary=str(binary), **environment)
-    suite.write_text(yaml.safe_dump(data, sort_keys=False))
-    config = {
-        "version": 1,
-        "models": {"target": {"provider": "anthropic", "model": "sim-claude", "base_url": server.anthropic_base_url,
-                              "max_retries": 0},
-                   "optimizer": {"provider": "openai-compatible", "model": "sim-optimizer-1",
-                                 "base_url": server.openai_base_url}},
-        "skills": [{"path": "skills/shout/SKILL.md", "suite": "eval_suites/shout"}],
-        "concurrency": 2,
-        "cache": {"mode": "read-write", "path": ".skillopt/cache.sqlite"},
-    }
-    (root / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    return root
 
 
 def all_text_under(*folders: Path) -> str:
@@ -364,7 +341,7 @@ def test_a_missing_binary_is_an_input_error_and_validate_exits_2(tmp_path):
 
 
 def test_a_gate_between_two_skill_versions_with_the_real_cli_and_a_free_rerun(tmp_path):
-    from test_gate import commit_on_branch, git
+    from helpers.repo import commit_on_branch, git
 
     binary = claude_bin()
     with ScriptedModelServer(AgentScript()) as server:

@@ -15,7 +15,7 @@ from types import MappingProxyType
 import pytest
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import Usage
 from skillopt_ci.core.redact import SECRETS

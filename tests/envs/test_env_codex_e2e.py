@@ -5,33 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
-from agent_fixtures import agent_bin
-from conftest import run_cli
+from helpers.agent_bins import agent_bin
 from helpers.agents import AgentScript
+from helpers.cli import run_cli
+from helpers.codex_project import KEY, SKILL, codex_project
 from skillopt_ci.sim import Fault, ScriptedModelServer
 from skillopt_ci.sim.optimizer_sim import OptimizerSim
 
-SUITE = Path(__file__).parent / "data" / "codex-suite"
-SKILL = "skills/greeter/SKILL.md"
-KEY = "sk-codex-e2e-" + "DISTINCTIVE0123456789"
 HOUSE_STYLE = "\n## House style\n\nWrite every answer in upper case and end with an exclamation mark.\n"
-# check.py also fails when any workspace file holds the key (assembled so check.py itself does not).
-KEY_PROBE = f"""
-import os as _os
-_key = {KEY[:10]!r} + {KEY[10:]!r}
-for _dir, _, _names in _os.walk("."):
-    for _name in _names:
-        with open(_os.path.join(_dir, _name), "rb") as _f:
-            if _key.encode() in _f.read():
-                sys.exit("the API key is in " + _os.path.join(_dir, _name))
-"""
 
 
 class Policy:
@@ -50,32 +36,6 @@ class Policy:
 def codex_server():
     with ScriptedModelServer(Policy()) as server:
         yield server
-
-
-def codex_project(root: Path, base_url: str, binary: Path) -> Path:
-    shutil.copytree(SUITE, root)
-    check = root / "eval_suites/greeter/check.py"
-    check.write_text(check.read_text().replace('print("ok:", text)', KEY_PROBE + 'print("ok:", text)'))
-    suite_file = root / "eval_suites/greeter/suite.yaml"
-    suite = yaml.safe_load(suite_file.read_text())
-    suite["environment"]["binary"] = str(binary)
-    suite_file.write_text(yaml.safe_dump(suite, sort_keys=False))
-    config = {
-        "version": 1,
-        "models": {
-            "target": {"provider": "openai", "api": "responses", "model": "gpt-5.5", "base_url": base_url,
-                       "max_retries": 0},
-            "optimizer": {"provider": "openai-compatible", "model": "sim-optimizer-1", "base_url": base_url},
-        },
-        "skills": [{"path": SKILL, "suite": "eval_suites/greeter"}],
-        "concurrency": 2,
-        "cache": {"mode": "read-write", "path": ".skillopt/cache.sqlite"},
-        "pricing": {"gpt-5.5": {"input": 1.0, "output": 2.0}},
-        "train": {"epochs": 1, "batch_size": 3},
-    }
-    (root / "skillopt.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    (root / ".gitignore").write_text(".skillopt/\n")
-    return root
 
 
 def files_holding(folder: Path, needle: str) -> list[str]:
@@ -171,7 +131,6 @@ def test_a_server_error_mid_rollout_is_an_errored_result_with_the_steps_so_far(t
     kinds = [s["kind"] for s in result["trajectory"]]
     assert kinds[:2] == ["tool_call", "tool_result"] and kinds[-1] == "error"  # the skill read, then the failure
     assert not (root / ".agents").exists() and files_holding(out, KEY) == []
-
 
 
 # The command's own environment, then the variables of each ancestor up to the Codex CLI itself.

@@ -7,9 +7,9 @@ import re
 from typing import Literal
 
 import pytest
-from test_env_tools import make_suite, rollout
 
 from fakes.tool_model import ScriptedCaller, call, reply, turn
+from helpers.tools_env import make_suite, rollout
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.envs.functions import schema_from_signature
 from skillopt_ci.envs.registry import build_environment

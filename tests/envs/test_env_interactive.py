@@ -15,75 +15,35 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
-from wire_helpers import tiny_png
 
-from conftest import run_cli
-from helpers.textworld import TextWorld, play, reply
+from helpers.cli import run_cli
+from helpers.interactive import (
+    BASE_SKILL,
+    SUITE,
+    FakeCaller,
+    environment,
+    request,
+    run,
+    tasks,
+    write_world,
+)
+from helpers.textworld import TextWorld, play
+from helpers.wire import tiny_png
 from skillopt_ci.core.errors import InputError, ProviderError
-from skillopt_ci.core.skill import parse_skill
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout, Step
-from skillopt_ci.envs.base import RolloutRequest
-from skillopt_ci.envs.interactive import InteractiveEnvironment, parse_action
-from skillopt_ci.envs.registry import build_environment
+from skillopt_ci.envs.interactive import parse_action
 from skillopt_ci.envs.steps_text import render_transcript
-from skillopt_ci.models.base import Completion, Usage
+from skillopt_ci.models.base import Usage
 from skillopt_ci.scorers import build_scorer
 from skillopt_ci.sim import ScriptedModelServer
 
-SUITE = Path(__file__).resolve().parent / "data" / "textworld"
 OPEN_RULE = "Open containers before putting things in them."
 MATCHES_RULE = "To light a lamp, carry matches: take them first."
-BASE_SKILL = "---\nname: text-adventurer\ndescription: Plays text adventures.\n---\nYou play text adventures.\n"
 TRAINED_SKILL = BASE_SKILL + f"{OPEN_RULE}\n{MATCHES_RULE}\n"
-
-
-def tasks(split: str) -> list[Task]:
-    lines = (SUITE / f"{split}.jsonl").read_text().splitlines()
-    return [Task(id=r["id"], input=r["input"], fields=r, source=f"{split}.jsonl:{i}")
-            for i, r in enumerate(map(json.loads, lines), 1)]
-
-
-def request(task: Task, skill: str = BASE_SKILL, sample_index: int = 0) -> RolloutRequest:
-    prompt = yaml.safe_load((SUITE / "suite.yaml").read_text())["prompt"].replace("{{ input }}", task.input)
-    return RolloutRequest(skill=parse_skill(skill), task=task, prompt=prompt, suite_dir=SUITE,
-                          sample_index=sample_index)
-
-
-def environment(suite_dir: Path = SUITE, **options) -> InteractiveEnvironment:
-    spec = {"type": "interactive", "world": "helpers.textworld:TextWorld", **options}
-    env = build_environment(spec, suite_dir, where=str(suite_dir / "suite.yaml"))
-    assert isinstance(env, InteractiveEnvironment)
-    return env
-
-
-class FakeCaller:
-    """A ModelCaller: answers each call from ``replies`` (strings or exceptions) or, when
-    ``replies`` is None, with the text world's player policy; records every call."""
-
-    def __init__(self, replies: list | None = None):
-        self.replies = list(replies) if replies is not None else None
-        self.calls: list[dict] = []
-
-    async def complete(self, role, messages, sample_index=0, *, tools=(), context=None):
-        self.calls.append({"role": role, "messages": messages, "sample_index": sample_index, "context": context})
-        if self.replies is None:
-            system = next((m.text for m in messages if m.role == "system"), "")
-            text = reply(system, messages[-1].text)
-        else:
-            scripted = self.replies.pop(0) if self.replies else "<action>look</action>"
-            if isinstance(scripted, BaseException):
-                raise scripted
-            text = scripted
-        return Completion(text, usage=Usage(10, 2), latency_s=0.5, cost_usd=0.001)
-
-
-def run(env: InteractiveEnvironment, req: RolloutRequest, caller: FakeCaller) -> Rollout:
-    return asyncio.run(env.run(req, caller))
 
 
 def score(rollout: Rollout, task: Task, **options):
@@ -194,13 +154,6 @@ def test_provider_error_keeps_the_steps():
     assert rollout.error == {"kind": "server", "message": "HTTP 500 from the model"}
     assert [s.kind for s in rollout.steps] == ["observation", "model", "action", "observation", "error"]
     assert rollout.output == "open box" and rollout.usage == Usage(10, 2)
-
-
-def write_world(tmp_path: Path, body: str) -> Path:
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "world.py").write_text(body)
-    return suite
 
 
 def test_world_raising_in_reset_is_an_errored_rollout_naming_the_task(tmp_path):

@@ -6,45 +6,16 @@ real (sandbox subprocesses, files on disk).
 
 from __future__ import annotations
 
-import asyncio
 import json
-from pathlib import Path
 
 import pytest
-from wire_helpers import tiny_png
 
 from fakes.tool_model import ScriptedCaller, call, reply, turn
+from helpers.tools_env import SKILL, make_suite, request_for, rollout
+from helpers.wire import tiny_png
 from skillopt_ci.core.errors import InputError, ProviderError
-from skillopt_ci.core.skill import parse_skill
-from skillopt_ci.core.task import Task
 from skillopt_ci.envs.base import RolloutRequest
 from skillopt_ci.envs.registry import build_environment
-
-SKILL = "---\nname: csv-analyst\ndescription: Answers questions about CSV files.\n---\n# Analyst\nUse python.\n"
-
-
-def make_suite(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "suite.yaml").write_text("name: demo\n")
-    for name, text in (files or {}).items():
-        (suite / name).parent.mkdir(parents=True, exist_ok=True)
-        (suite / name).write_text(text)
-    return suite
-
-
-def request_for(suite: Path, task: dict | None = None, *, keep_dir: Path | None = None,
-                prompt: str = "How many rows?") -> RolloutRequest:
-    record = {"id": "t1", "input": prompt, **(task or {})}
-    return RolloutRequest(skill=parse_skill(SKILL, path="skills/csv-analyst/SKILL.md"),
-                          task=Task(id="t1", input=prompt, fields=record, source="train.jsonl:1"),
-                          prompt=prompt, suite_dir=suite, keep_dir=keep_dir)
-
-
-def rollout(suite: Path, model: ScriptedCaller, request: RolloutRequest | None = None, **options):
-    env = build_environment({"type": "tools", **options}, suite)
-    result = asyncio.run(env.run(request or request_for(suite), model))
-    return env, result
 
 
 def kinds(result) -> list[str]:

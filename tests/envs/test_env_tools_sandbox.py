@@ -10,9 +10,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_env_tools import make_suite, request_for, rollout
 
 from fakes.tool_model import ScriptedCaller, call, reply, turn
+from helpers.tools_env import make_suite, request_for, rollout
 
 
 def test_the_python_tool_reads_a_task_csv_in_the_workspace(tmp_path):

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
+from helpers.paths import DATA
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.train.optimizer.reflect import render_trajectory
-
-DATA = Path(__file__).parent / "data"
 
 
 def read_results(run: Path) -> list[dict]:

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
+from helpers.tools_env import KEYS, PROTOCOLS, tools_project
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.optimizer_sim import OptimizerSim
 from skillopt_ci.sim.protocols import ScriptedReply, ScriptedToolCall
 
 SUM_CODE = "import csv\nprint(sum(float(r['amount']) for r in csv.DictReader(open('data.csv'))))"
-TABLES = {"t1": [10, 20, 30], "t2": [1.5, 2.5], "t3": [100, -40], "v1": [5, 5, 5], "v2": [7], "v3": [2, 2]}
 
 
 def analyst(request) -> ScriptedReply | str:
@@ -33,53 +32,10 @@ def analyst(request) -> ScriptedReply | str:
     return ScriptedReply("", tool_calls=(ScriptedToolCall("submit_answer", {"answer": printed[-1]}),))
 
 
-def tools_project(root: Path, target: dict) -> Path:
-    suite = root / "eval_suites/csv-sum"
-    (suite / "data").mkdir(parents=True)
-    (suite / "suite.yaml").write_text(yaml.safe_dump({
-        "name": "csv-sum",
-        "prompt": "{{ input }}",
-        "environment": {"type": "tools", "tools": ["read_file", "python", "submit_answer"], "max_turns": 5},
-        "scorer": {"type": "numeric"},
-    }))
-    for split, ids in (("train", ("t1", "t2", "t3")), ("val", ("v1", "v2", "v3"))):
-        lines = []
-        for task_id in ids:
-            rows = TABLES[task_id]
-            (suite / f"data/{task_id}.csv").write_text("id,amount\n" + "".join(f"{i},{v}\n" for i, v in enumerate(rows)))
-            lines.append(json.dumps({"id": task_id, "input": f"Task {task_id}: what is the total of the amount column in data.csv?",
-                                     "files": {"data.csv": f"data/{task_id}.csv"}, "expected": sum(rows)}))
-        (suite / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
-    skill = root / "skills/csv-sum/SKILL.md"
-    skill.parent.mkdir(parents=True)
-    skill.write_text("---\nname: csv-sum\ndescription: Sum a column of a CSV file.\n---\n"
-                     "Read the file first, then compute with python, then submit the answer.\n")
-    config = {
-        "version": 1,
-        "models": {"target": {"max_retries": 1, **target},
-                   "optimizer": {"provider": "openai-compatible", "model": "sim-optimizer-1",
-                                 "base_url": target["base_url"] + ("/v1" if target["provider"] == "anthropic" else "")}},
-        "skills": [{"path": "skills/csv-sum/SKILL.md", "suite": "eval_suites/csv-sum"}],
-        "concurrency": 2,
-        "cache": {"mode": "read-write", "path": ".skillopt/cache.sqlite"},
-        "train": {"epochs": 1, "batch_size": 3},
-    }
-    (root / "skillopt.yml").write_text(yaml.safe_dump(config))
-    return root
-
-
 @pytest.fixture
 def analyst_server():
     with ScriptedModelServer(analyst) as server:
         yield server
-
-
-PROTOCOLS = {
-    "chat": lambda s: {"provider": "openai-compatible", "model": "sim-analyst", "base_url": s.openai_base_url},
-    "responses": lambda s: {"provider": "openai", "api": "responses", "model": "sim-analyst", "base_url": s.openai_base_url},
-    "anthropic": lambda s: {"provider": "anthropic", "model": "sim-analyst", "base_url": s.anthropic_base_url},
-}
-KEYS = {"OPENAI_API_KEY": "sk-test-not-a-key-000000000000", "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key-0000000"}
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -131,7 +87,7 @@ def test_the_optimizer_reads_the_tool_calls(tmp_path, analyst_server):
 @pytest.mark.parametrize("protocol", ["chat", "responses", "anthropic"])
 def test_an_image_task_sends_its_image(tmp_path, protocol):
     """A chat suite whose tasks reference images: the server receives the file's bytes."""
-    from wire_helpers import tiny_png
+    from helpers.wire import tiny_png
 
     png = tiny_png((200, 10, 30))
 

@@ -10,115 +10,27 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_gate import (
+
+from helpers.action import PR
+from helpers.cli import run_cli
+from helpers.paths import REPO
+from helpers.repo import (
     ACCOUNT_RULE,
     BETTER_RULES,
     BILLING_RULE,
     BUG_RULE,
     PRIORITY_RULES,
     SKILL,
-    commit_on_branch,
-    git,
-    make_repo,
     skill_text,
 )
-
-from conftest import run_cli
-from fakes.github import FakeGitHub
 from skillopt_ci.github.publisher import MARKER
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.triage import TriagePolicy
 
 
 @pytest.fixture
-def fake():
-    with FakeGitHub(owner="octo", repo="skills") as gh:
-        yield gh
-
-
-class PR:
-    """A pull request in a real local repository, mirrored in the fake GitHub."""
-
-    def __init__(self, tmp_path: Path, fake: FakeGitHub, server: ScriptedModelServer, edits: dict, number: int = 7,
-                 labels: tuple[str, ...] = (), fork: bool = False, **config):
-        self.tmp = tmp_path
-        self.fake = fake
-        self.root = make_repo(tmp_path, server.openai_base_url, **config)
-        self.base_sha = git(self.root, "rev-parse", "main")
-        self.head_sha = commit_on_branch(self.root, "feature", edits)
-        self.number = number
-        self.labels = list(labels)
-        self.fork = fork
-        fake.add_pull(number, self.head_sha, self.base_sha, labels=labels, fork=fork)
-
-    def push(self, edits: dict) -> None:
-        git(self.root, "checkout", "-q", "feature")
-        for rel, text in edits.items():
-            (self.root / rel).write_text(text)
-        git(self.root, "commit", "-q", "-am", "push")
-        self.head_sha = git(self.root, "rev-parse", "HEAD")
-        self.fake.set_branch("feature", self.head_sha)
-
-    def event(self) -> dict:
-        head_repo = {"full_name": "someone/skills" if self.fork else "octo/skills"}
-        return {
-            "action": "synchronize",
-            "number": self.number,
-            "pull_request": {
-                "number": self.number,
-                "head": {"sha": self.head_sha, "ref": "feature", "repo": head_repo},
-                "base": {"sha": self.base_sha, "ref": "main", "repo": {"full_name": "octo/skills"}},
-                "labels": [{"name": name} for name in self.labels],
-            },
-            "repository": {"full_name": "octo/skills"},
-        }
-
-    def env(self, event_name: str = "pull_request", event: dict | None = None, **extra: str) -> dict[str, str]:
-        event_file = self.tmp / "event.json"
-        event_file.write_text(json.dumps(event if event is not None else self.event()))
-        for name in ("output", "summary"):
-            (self.tmp / name).touch()
-        return {
-            "GITHUB_EVENT_NAME": event_name,
-            "GITHUB_EVENT_PATH": str(event_file),
-            "GITHUB_REPOSITORY": self.fake.full_name,
-            "GITHUB_API_URL": self.fake.api_url,
-            "GITHUB_SERVER_URL": self.fake.url,
-            "GITHUB_RUN_ID": "4242",
-            "GITHUB_WORKSPACE": str(self.root),
-            "GITHUB_OUTPUT": str(self.tmp / "output"),
-            "GITHUB_STEP_SUMMARY": str(self.tmp / "summary"),
-            "SKILLOPT_TOKEN": self.fake.token,
-            "SKILLOPT_GITHUB_BACKOFF": "0",  # retries without waiting
-            **extra,
-        }
-
-    def run(self, **kw):
-        return run_cli("action", env=self.env(**kw), cwd=self.root)
-
-    @property
-    def summary(self) -> str:
-        return (self.tmp / "summary").read_text()
-
-    def outputs(self) -> dict[str, str]:
-        """Parse GITHUB_OUTPUT's heredoc blocks (the last value of a name wins)."""
-        values: dict[str, str] = {}
-        lines = (self.tmp / "output").read_text().splitlines()
-        i = 0
-        while i < len(lines):
-            name, _, delim = lines[i].partition("<<")
-            end = lines.index(delim, i + 1)
-            values[name] = "\n".join(lines[i + 1:end])
-            i = end + 1
-        return values
-
-    def comments(self) -> list[dict]:
-        return self.fake.comments_on(self.number)
-
-
-@pytest.fixture
 def regressing(tmp_path, fake, server):
-    root_text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    root_text = (REPO / SKILL).read_text()
     return PR(tmp_path, fake, server, {SKILL: root_text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")})
 
 
@@ -159,7 +71,7 @@ def test_second_push_edits_the_same_comment(regressing, fake):
 
 
 def test_override_label_passes_and_says_so(tmp_path, fake, server):
-    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    text = (REPO / SKILL).read_text()
     pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")},
             labels=("skillopt:allow-regression",))
     res = pr.run()
@@ -194,7 +106,7 @@ def test_label_added_after_the_event_is_read_from_the_api(regressing, fake):
 
 
 def test_improving_pr_passes(tmp_path, fake, server):
-    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    text = (REPO / SKILL).read_text()
     default = "- The default priority is P3.\n"
     better = text.replace(BUG_RULE, BETTER_RULES).replace(default, PRIORITY_RULES + default)
     pr = PR(tmp_path, fake, server, {SKILL: better})
@@ -207,7 +119,7 @@ def test_improving_pr_passes(tmp_path, fake, server):
 
 
 def test_fork_pr_skips_paid_work_and_posts_nothing(tmp_path, fake, server):
-    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    text = (REPO / SKILL).read_text()
     pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "")}, fork=True)
     fake.read_only = True
     res = pr.run()
@@ -230,7 +142,7 @@ def test_pr_touching_no_skill(tmp_path, fake, server):
 
 
 def test_no_model_key_is_a_neutral_skip(tmp_path, fake, server):
-    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    text = (REPO / SKILL).read_text()
     pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "")},
             target={"provider": "openai", "model": "gpt-4o-mini"})
     res = pr.run()
@@ -252,7 +164,7 @@ def test_missing_comment_permission_keeps_scores_in_the_summary(regressing, fake
 
 @pytest.fixture
 def improving(tmp_path, fake, server):
-    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    text = (REPO / SKILL).read_text()
     return PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, BETTER_RULES)})
 
 
@@ -343,7 +255,7 @@ def test_model_output_is_escaped_in_the_comment(tmp_path, fake, server):
     # loses, so the comment quotes them as the head's answers.
     server.policy = lambda request: (evil if "Enterprise" in request.last_user and BUG_RULE not in request.system
                                      else TriagePolicy()(request))
-    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    text = (REPO / SKILL).read_text()
     pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "").replace(BILLING_RULE, "")})
     pr.run()
     [comment] = pr.comments()
@@ -469,7 +381,7 @@ def test_real_process_entry_point(regressing):
 
 
 def test_deleted_fork_is_treated_as_a_fork(tmp_path, fake, server):
-    text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    text = (REPO / SKILL).read_text()
     pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "")})
     event = pr.event()
     event["pull_request"]["head"]["repo"] = None
@@ -479,7 +391,7 @@ def test_deleted_fork_is_treated_as_a_fork(tmp_path, fake, server):
 
 def test_provider_down_updates_the_comment_and_exits_3(tmp_path, fake):
     with ScriptedModelServer(TriagePolicy()) as server:
-        text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+        text = (REPO / SKILL).read_text()
         pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "")}, target={"max_retries": 0})
     res = pr.run()  # the model server is gone
     assert res.code == 3

@@ -13,14 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_action_commands import SUITE, CommentedPR, Link, better_skill
-from test_action_fork_trust import assert_refused, hostile
-from test_envs_e2e import tools_project
-from test_gate import SKILL
-from test_sandbox_boundary import needs_bwrap
 
-from conftest import run_cli, write_project
-from fakes.github import FakeGitHub
+from helpers.action import SUITE, CommentedPR, Link, assert_refused, better_skill, hostile
+from helpers.cli import run_cli
+from helpers.project import write_project
+from helpers.repo import SKILL
+from helpers.tools_env import needs_bwrap, tools_project
 from skillopt_ci.gate.git import RawChange
 from skillopt_ci.gate.trust import TrustedLayout, classify
 from skillopt_ci.inputs.fork_data import MAX_TASK_BYTES, task_files
@@ -32,10 +30,10 @@ VAL = f"{SUITE}/val.jsonl"
 
 
 @pytest.fixture
-def fake():
-    with FakeGitHub(owner="octo", repo="skills") as gh:
-        gh.set_permission("alice", "write")
-        yield gh
+def fake(fake):
+    """The shared fake GitHub, where alice may write."""
+    fake.set_permission("alice", "write")
+    return fake
 
 
 def suite_yaml(root: Path, **changes) -> str:

@@ -15,43 +15,24 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_action_commands import SUITE, CommentedPR, Link, better_skill
-from test_gate import SKILL
 
-from fakes.github import FakeGitHub
+from helpers.action import SUITE, CommentedPR, Link, assert_refused, better_skill, hostile
+from helpers.paths import REPO
+from helpers.repo import SKILL
 from skillopt_ci.gate.git import RawChange
 from skillopt_ci.gate.trust import MAX_DOCUMENT_BYTES, TrustedLayout, classify
 
 
 @pytest.fixture
-def fake():
-    with FakeGitHub(owner="octo", repo="skills") as gh:
-        gh.set_permission("alice", "write")
-        yield gh
-
-
-def hostile(marker: Path, body: str = "return 1.0") -> str:
-    """Python that leaves ``marker`` behind when it runs (at import and when called)."""
-    return (f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n\n"
-            f"def score(output, task):\n    Path({str(marker)!r}).write_text('ran')\n    {body}\n")
-
-
-def assert_refused(pr: CommentedPR, server, marker: Path, *paths: str) -> str:
-    [reply] = pr.replies()
-    assert "comes from a fork and changes files that select or are code" in reply, reply
-    for path in paths:
-        assert f"`{path}`" in reply, reply
-    assert "Nothing was run" in reply
-    assert server.call_count == 0 and pr.sticky() == []
-    assert pr.checked_out() == pr.base_sha  # nothing of the fork on disk
-    assert not marker.exists()
-    assert pr.verdict() == "refused"
-    return reply
+def fake(fake):
+    """The shared fake GitHub, where alice may write."""
+    fake.set_permission("alice", "write")
+    return fake
 
 
 def test_a_scorer_path_that_leaves_the_suite_folder_is_refused(tmp_path, fake, server):
     marker = tmp_path / "pwned"
-    suite = yaml.safe_load(Path(__file__).parent.parent.joinpath("skillopt_ci/inputs/example", SUITE,
+    suite = yaml.safe_load(REPO.joinpath("skillopt_ci/inputs/example", SUITE,
                                                                   "suite.yaml").read_text())
     suite["scorer"]["function"] = "../../docs/helper.py:score"
     pr = CommentedPR(tmp_path, fake, server, {f"{SUITE}/suite.yaml": yaml.safe_dump(suite),

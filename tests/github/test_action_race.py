@@ -14,11 +14,10 @@ import subprocess
 import threading
 
 import pytest
-from test_action import PR
-from test_gate import ACCOUNT_RULE, BETTER_RULES, BILLING_RULE, BUG_RULE, SKILL, git
 
-from conftest import REPO
-from fakes.github import FakeGitHub
+from helpers.action import PR
+from helpers.paths import REPO
+from helpers.repo import ACCOUNT_RULE, BETTER_RULES, BILLING_RULE, BUG_RULE, SKILL, git
 from skillopt_ci.github.action import run_action
 from skillopt_ci.github.publisher import marker, read_marker
 from skillopt_ci.sim import ScriptedModelServer
@@ -41,12 +40,6 @@ class HoldingPolicy:
             self.holding.set()
             self.release.wait(HELD)
         return self.inner(request)
-
-
-@pytest.fixture
-def fake():
-    with FakeGitHub(owner="octo", repo="skills") as gh:
-        yield gh
 
 
 def original() -> str:
@@ -144,7 +137,7 @@ def test_markers_cannot_be_forged_and_kinds_stay_apart():
 
 
 def test_an_eval_command_gets_its_own_comment_and_leaves_a_failing_gate_alone(tmp_path, fake, server):
-    from test_action_commands import CommentedPR, better_skill
+    from helpers.action import CommentedPR, better_skill
 
     fake.set_permission("alice", "write")
     pr = CommentedPR(tmp_path, fake, server, {SKILL: better_skill()})

@@ -9,22 +9,15 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-from test_action import PR
-from test_gate import ACCOUNT_RULE, BETTER_RULES, BILLING_RULE, BUG_RULE, SKILL
-
-from conftest import REPO, run_cli, write_project
-from fakes.github import FakeGitHub
+from helpers.action import PR
+from helpers.cli import run_cli
+from helpers.paths import REPO
+from helpers.project import write_project
+from helpers.repo import ACCOUNT_RULE, BETTER_RULES, BILLING_RULE, BUG_RULE, SKILL
 from skillopt_ci.core.shard import Shard
 from skillopt_ci.github.publisher import MARKER
 
 VAL = REPO / "skillopt_ci/inputs/example/eval_suites/ticket-triage/val.jsonl"
-
-
-@pytest.fixture
-def fake():
-    with FakeGitHub(owner="octo", repo="skills") as gh:
-        yield gh
 
 
 def val_ids() -> list[str]:

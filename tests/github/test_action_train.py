@@ -4,35 +4,11 @@
 from __future__ import annotations
 
 import pytest
-from test_action import PR
-from test_train import SKILL, train_project
 
-from conftest import run_cli
-from fakes.github import FakeGitHub
+from helpers.action import nightly, run_train, training_pulls
+from helpers.repo import SKILL
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.sim_models import SimulatedModels
-
-
-@pytest.fixture
-def fake():
-    with FakeGitHub(owner="octo", repo="skills") as gh:
-        yield gh
-
-
-def nightly(tmp_path, fake, server) -> PR:
-    pr = PR(tmp_path, fake, server, {"README.md": "x\n"})
-    train_project(pr.root / "_unused", server.openai_base_url)  # a config with the optimizer role
-    (pr.root / "skillopt.yml").write_text((pr.root / "_unused/skillopt.yml").read_text())
-    fake.seed_files("main", {SKILL: (pr.root / SKILL).read_text(), "README.md": "hello\n"})
-    return pr
-
-
-def run_train(pr: PR):
-    return run_cli("action", env=pr.env(event_name="schedule", event={}, SKILLOPT_MODE="train"), cwd=pr.root)
-
-
-def training_pulls(fake: FakeGitHub) -> list[dict]:
-    return [p for p in fake.pulls.values() if p["head_ref"] == "skillopt/train/ticket-triage"]
 
 
 def test_first_night_opens_a_pull_request_and_the_second_updates_it(tmp_path, fake):

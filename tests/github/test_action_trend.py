@@ -8,10 +8,11 @@ import re
 
 import pytest
 import yaml
-from test_action_commands import CommentedPR, better_skill, fake  # noqa: F401 (fixture)
-from test_gate import SKILL
 
-from conftest import REPO, run_cli
+from helpers.action import CommentedPR, better_skill
+from helpers.cli import run_cli
+from helpers.paths import REPO
+from helpers.repo import SKILL
 from skillopt_ci.github.trend import SCORES_FILE, LastScore, read_scores, write_scores
 
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())

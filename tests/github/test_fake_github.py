@@ -29,10 +29,10 @@ def client(fake: FakeGitHub, token: str = "ghs_test", **kwargs: Any) -> github.G
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        server.seed_files("main", {SKILL: "# X\nold\n", "README.md": "readme\n"})
-        yield server
+def fake(fake: FakeGitHub) -> FakeGitHub:
+    """The shared fake GitHub with a skill and a README on main."""
+    fake.seed_files("main", {SKILL: "# X\nold\n", "README.md": "readme\n"})
+    return fake
 
 
 @pytest.fixture

@@ -184,10 +184,10 @@ def test_body_stays_under_githubs_limit_with_a_visible_note() -> None:
 
 # ---- the pull request on GitHub ---------------------------------------------------------------
 @pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub(owner="octo", repo="skills") as server:
-        server.seed_files("main", MAIN_FILES)
-        yield server
+def fake(fake: FakeGitHub) -> FakeGitHub:
+    """The shared fake GitHub with the skill's files on main."""
+    fake.seed_files("main", MAIN_FILES)
+    return fake
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import write_project
+from helpers.project import write_project
 
 KEYS = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test", "AZURE_OPENAI_API_KEY": "az-test"}
 FAST = {"quiet_seconds": 0.2, "poll_seconds": 0.05, "max_poll_seconds": 0.2}

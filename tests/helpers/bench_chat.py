@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import run_cli
+from helpers.cli import run_cli
 from skillopt_ci.benchmarks.manifest import load_manifest
 from skillopt_ci.sim.benchdata import write_small_manifest
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli, write_project
+from helpers.cli import run_cli
+from helpers.paths import REPO
+from helpers.project import write_project
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import estimate_tokens, load_skill, parse_skill
 from skillopt_ci.inputs.scaffold import scaffold_files

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_gate import commit_on_branch, make_repo
 
-from conftest import REPO, run_cli, write_project
+from helpers.cli import run_cli
+from helpers.paths import REPO
+from helpers.project import write_project
+from helpers.repo import commit_on_branch, make_repo
 from skillopt_ci.inputs.config import load_config
 from skillopt_ci.models.pricing import is_loopback
 
@@ -133,8 +135,7 @@ def test_published_skill_with_long_description_and_other_name_is_usable(project,
 
 
 def test_train_prints_warnings_and_lists_them_in_json(tmp_path):
-    from test_train import train_project
-
+    from helpers.training import train_project
     from skillopt_ci.sim import ScriptedModelServer
     from skillopt_ci.sim.sim_models import SimulatedModels
 

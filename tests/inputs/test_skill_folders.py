@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_gate import commit_on_branch, gate_json, git, make_repo
-from test_train import SKILL, train, train_project
 
-from conftest import run_cli
+from helpers.cli import run_cli
+from helpers.paths import REPO
+from helpers.repo import SKILL, commit_on_branch, gate_json, git, make_repo
+from helpers.training import train, train_project
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import load_skill, parse_skill, skill_hash
 from skillopt_ci.inputs.suite import load_suite
@@ -111,7 +112,7 @@ def test_validate_names_a_symlink_leaving_the_skill_folder(project, tmp_path):
 def test_a_candidate_keeps_the_folder_and_only_its_text_changes(tmp_path):
     folder = folder_skill(tmp_path)
     parent = load_skill(folder)
-    suite = load_suite(Path(__file__).parent.parent / "skillopt_ci/inputs/example/eval_suites/ticket-triage")
+    suite = load_suite(REPO / "skillopt_ci/inputs/example/eval_suites/ticket-triage")
     evaluator = StageEvaluator(None, suite, "demo", tmp_path / "run", 1, lambda: None, parent=parent)  # type: ignore[arg-type]
     same = evaluator.candidate(TEXT)
     assert same.hash == parent.hash and same.folder == parent.folder

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from wire_helpers import tiny_png
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
+from helpers.wire import tiny_png
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
 from skillopt_ci.envs.base import task_images

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_env_tools import make_suite, rollout
-from test_gate import commit_on_branch, make_repo, skill_text
 
-from conftest import run_cli
 from fakes.tool_model import ScriptedCaller, call, reply, turn
+from helpers.cli import run_cli
+from helpers.repo import commit_on_branch, make_repo, skill_text
+from helpers.tools_env import make_suite, rollout
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.envs.registry import build_environment
 
@@ -206,7 +206,7 @@ def test_sys_exit_at_import_of_suite_code_is_an_input_error_naming_the_line(proj
 
 
 def test_sys_exit_in_an_interactive_world_is_an_errored_rollout(tmp_path):
-    from test_env_interactive import FakeCaller, environment, request, run, tasks, write_world
+    from helpers.interactive import FakeCaller, environment, request, run, tasks, write_world
 
     suite = write_world(tmp_path, "import sys\nclass World:\n    def reset(self, task):\n        return 'start'\n"
                                   "    def step(self, action):\n        sys.exit(0)\n")

@@ -7,9 +7,9 @@ import json
 
 import pytest
 import yaml
-from batch_helpers import KEYS, batch_project, journal, results, summary
 
-from conftest import run_cli
+from helpers.batch import KEYS, batch_project, journal, results, summary
+from helpers.cli import run_cli
 from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.models.pricing import price_for
 from skillopt_ci.sim import Fault

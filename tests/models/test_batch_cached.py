@@ -6,9 +6,9 @@ from __future__ import annotations
 import http.server
 import threading
 
-from batch_helpers import FAST, KEYS, batch_project, summary
-
-from conftest import run_cli, write_project
+from helpers.batch import FAST, KEYS, batch_project, summary
+from helpers.cli import run_cli
+from helpers.project import write_project
 
 
 def test_a_batch_run_answered_wholly_from_the_cache_does_not_claim_the_batch_price(tmp_path, server):

@@ -10,9 +10,9 @@ import sys
 import time
 
 import pytest
-from batch_helpers import KEYS, batch_project, journal, summary
 
-from conftest import run_cli
+from helpers.batch import KEYS, batch_project, journal, summary
+from helpers.cli import run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import yaml
-from batch_helpers import FAST, KEYS, batch_project, journal, summary
 
-from conftest import run_cli, use_llm_judge
-from fakes.github import FakeGitHub
+from helpers.batch import FAST, KEYS, batch_project, journal, summary
+from helpers.cli import run_cli
+from helpers.project import use_llm_judge
 
 WORLD = '''
 class Counter:
@@ -59,14 +58,8 @@ def test_max_requests_caps_a_batch(tmp_path, server):
     assert summary(run)["n_results"] == 12 and summary(run)["n_errors"] == 0
 
 
-@pytest.fixture
-def fake():
-    with FakeGitHub(owner="octo", repo="skills") as gh:
-        yield gh
-
-
 def test_the_actions_scheduled_eval_takes_the_batch_input(tmp_path, fake, server):
-    from test_action import PR
+    from helpers.action import PR
 
     target = {"provider": "openai", "model": "sim-triage-1", "base_url": server.openai_base_url,
               "params": {"temperature": 0}}
@@ -81,7 +74,7 @@ def test_the_actions_scheduled_eval_takes_the_batch_input(tmp_path, fake, server
 
 
 def test_an_llm_judge_gets_its_own_batch_after_the_targets(tmp_path, server):
-    from test_runs import judge_policy
+    from helpers.project import judge_policy
 
     server.policy = judge_policy
     project = batch_project(tmp_path / "proj", server)

@@ -18,16 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from torture_checks import (
+
+from fakes.fault_proxy import FaultProxy, Injection
+from helpers.cli import run_cli
+from helpers.project import write_project
+from helpers.torture import (
     SECRET_ENV,
     assert_no_secret,
     assert_no_traceback,
     first_error_line,
     result_keys,
 )
-
-from conftest import run_cli, write_project
-from fakes.fault_proxy import FaultProxy, Injection
 from skillopt_ci.core.errors import ProviderError
 from skillopt_ci.models.retry import with_retries
 from skillopt_ci.sim import ScriptedModelServer

@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from pathlib import Path
 
 import pytest
-from wire_helpers import make_pool, protocol_setup, run_calls, tiny_png
 
+from helpers.paths import DATA
+from helpers.wire import make_pool, protocol_setup, run_calls, tiny_png
 from skillopt_ci.models.base import ImagePart, Message, ToolCall, ToolSpec, Usage
 from skillopt_ci.models.cache import cache_key
 from skillopt_ci.sim import ScriptedModelServer, ScriptedReply, ScriptedToolCall
 
-OLD_CACHE = Path(__file__).parent / "data" / "cache_v1.sqlite"  # written by the release before tools
+OLD_CACHE = DATA / "cache_v1.sqlite"  # written by the release before tools
 PLAIN = [Message("system", "Be brief."), Message("user", "Say hi — ünïcode")]
 PARAMS = {"temperature": 0.2, "seed": 7}
 # The key the release before tools computed for cache_key("openai", "gpt-4o-mini", PARAMS, PLAIN, 3).

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from wire_helpers import make_pool, protocol_setup, run_calls, tiny_png
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
+from helpers.wire import make_pool, protocol_setup, run_calls, tiny_png
 from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.inputs.config import ModelSpec
 from skillopt_ci.models.base import ImagePart, Message, ToolCall, ToolSpec, Usage

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta, timezone
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
 from skillopt_ci.models.limiter import AdaptiveLimit
 from skillopt_ci.sim import Fault
 

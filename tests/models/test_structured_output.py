@@ -8,9 +8,10 @@ import asyncio
 import json
 
 import pytest
-from wire_helpers import make_pool, protocol_setup, run_calls
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
+from helpers.wire import make_pool, protocol_setup, run_calls
 from skillopt_ci.inputs.yamlfile import load_schema, schema_validator
 from skillopt_ci.models.base import Message
 from skillopt_ci.models.structured import ReplyFormat, strict_schema, undo_strict

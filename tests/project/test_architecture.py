@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO
 
 SIM_SHIPPED = sorted([
     "__init__.py", "analyst.py", "constrained.py", "optimizer_sim.py", "protocols.py", "ratelimit.py",

@@ -11,7 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "skillopt_ci"
+from helpers.paths import REPO
+
+PACKAGE = REPO / "skillopt_ci"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 EXCLUDED: tuple[str, ...] = ()

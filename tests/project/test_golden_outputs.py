@@ -18,17 +18,13 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-from test_action import PR
-from test_action_train import nightly, run_train, training_pulls
-from test_gate import ACCOUNT_RULE, BILLING_RULE, BUG_RULE, SKILL
-
-from fakes.github import FakeGitHub
+from helpers.action import PR, nightly, run_train, training_pulls
+from helpers.paths import GOLDEN, REPO
+from helpers.repo import ACCOUNT_RULE, BILLING_RULE, BUG_RULE, SKILL
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.sim_models import SimulatedModels
 from skillopt_ci.sim.triage import TriagePolicy
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("SKILLOPT_REFRESH_GOLDEN") == "1"
 VOLATILE = [
     (re.compile(r"\b[0-9a-f]{40}\b"), "<sha>"),
@@ -59,14 +55,8 @@ def check(name: str, text: str) -> None:
     assert text == expected, f"{name} differs from tests/golden/{name} (refresh: SKILLOPT_REFRESH_GOLDEN=1)"
 
 
-@pytest.fixture
-def fake():
-    with FakeGitHub(owner="octo", repo="skills") as gh:
-        yield gh
-
-
 def test_the_gate_comment_summary_and_check_run_of_a_regression(tmp_path, fake):
-    root_text = (Path(__file__).resolve().parent.parent / SKILL).read_text()
+    root_text = (REPO / SKILL).read_text()
     with ScriptedModelServer(TriagePolicy()) as server:
         pr = PR(tmp_path, fake, server, {SKILL: root_text.replace(BUG_RULE, "").replace(ACCOUNT_RULE, "")
                                          .replace(BILLING_RULE, "")})

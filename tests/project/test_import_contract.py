@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import REPO
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: import-linter's own dependency reads TOML
     import tomli as tomllib
 
-REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "skillopt_ci"
 CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
 

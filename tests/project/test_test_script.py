@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers.paths import REPO
 
 STUB = """#!/bin/sh
 echo "{name} $*" >> "$STUB_LOG"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from helpers.paths import REPO
 from skillopt_ci.inputs.scaffold import scaffold_files
 
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())

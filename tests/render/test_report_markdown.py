@@ -9,7 +9,8 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
-from conftest import run_cli, write_project
+from helpers.cli import run_cli
+from helpers.project import write_project
 from skillopt_ci.core.records import EvalSummary, TaskResult, summarize
 from skillopt_ci.core.trajectory import Step
 from skillopt_ci.render.eval_report import eval_report

@@ -24,20 +24,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_env_tools import make_suite, rollout
-from test_envs_e2e import KEYS, PROTOCOLS, tools_project
 
-from conftest import run_cli
 from fakes.tool_model import ScriptedCaller, call, reply, turn
+from helpers.cli import run_cli
+from helpers.tools_env import KEYS, PROTOCOLS, make_suite, needs_bwrap, rollout, tools_project
 from skillopt_ci.core.errors import EXIT_RUNTIME
-from skillopt_ci.sandbox import Binds, SandboxError, SandboxLimits, Workspace, isolation, policy
+from skillopt_ci.sandbox import Binds, SandboxError, SandboxLimits, Workspace, policy
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.protocols import ScriptedReply, ScriptedToolCall
 
 TOKEN = "ghs_boundaryTestToken0123456789abcdefXYZ"
 isolation_module = importlib.import_module("skillopt_ci.sandbox.isolation")
-needs_bwrap = pytest.mark.skipif(isolation() != "bwrap",
-                                 reason=f"bubblewrap cannot run here (isolation: {isolation()})")
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import anthropic
 import openai
 import pytest
 
+from helpers.http import raw_post
 from skillopt_ci.sim import (
     Fault,
     RecordedCall,
@@ -66,18 +67,6 @@ def ask_openai(client: openai.OpenAI, model: str = "gpt-test", **kwargs: object)
 def ask_claude(client: anthropic.Anthropic, model: str = "claude-test") -> str:
     message = client.messages.create(model=model, max_tokens=64, messages=USER)
     return message.content[0].text
-
-
-def raw_post(
-    srv: ScriptedModelServer, path: str, body: bytes, headers: dict[str, str] | None = None
-) -> tuple[int, dict]:
-    conn = http.client.HTTPConnection("127.0.0.1", int(srv.url.rsplit(":", 1)[1]), timeout=5)
-    try:
-        conn.request("POST", path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        conn.close()
 
 
 # --- round trips -------------------------------------------------------------------------

@@ -8,13 +8,13 @@ import http.client
 import json
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import anthropic
 import openai
 import pytest
 
 from helpers.agents import AgentScript, apply_rules, claude_skills, codex_skills
+from helpers.paths import TESTS
 from skillopt_ci.sim import Fault, ScriptedModelServer, ScriptedReply, ScriptedToolCall
 
 PATCH = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch"
@@ -204,7 +204,7 @@ def test_the_server_process_plays_the_scripted_agent(tmp_path):
     import subprocess
     import sys
 
-    tests = str(Path(__file__).resolve().parent)  # helpers.agents lives under tests/
+    tests = str(TESTS)  # helpers.agents lives under tests/
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.Popen([sys.executable, "-m", "skillopt_ci.sim.server", "--policy",
                              "helpers.agents:play"], stdout=subprocess.PIPE, text=True, env=env)

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import anthropic
 import openai
 import pytest
-from test_scripted_server import raw_post
-from wire_helpers import tiny_png
 
+from helpers.http import raw_post
+from helpers.wire import tiny_png
 from skillopt_ci.sim import Fault, ScriptedModelServer, ScriptedReply, ScriptedToolCall
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import LEGACY_TRAIN
 from helpers.noisy_world import (
     CATEGORIES,
     GOOD_RULES,
@@ -31,6 +30,7 @@ from helpers.noisy_world import (
     world_config,
     write_world,
 )
+from helpers.project import LEGACY_TRAIN
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.engine.evaluation import EvalRequest, run_eval
 from skillopt_ci.engine.rundir import RunDir

@@ -4,18 +4,13 @@ server (the real OpenAI SDK), real files, and real processes for kill-and-resume
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import LEGACY_TRAIN, run_cli, write_project
-from skillopt_ci.inputs.yamlfile import schema_validator
+from helpers.cli import run_cli
+from helpers.project import LEGACY_TRAIN
+from helpers.training import kill_and_resume, summary_of, train, train_project
 from skillopt_ci.sim import Fault, ScriptedModelServer
 from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.train.history import Decision, StepKind, stable_history
@@ -24,31 +19,10 @@ from skillopt_ci.train.state import TrainState
 SKILL = "skills/ticket-triage/SKILL.md"
 
 
-def train_project(root: Path, base_url: str, train: dict | None = None, **config) -> Path:
-    project = write_project(root, base_url, **config)
-    data = yaml.safe_load((project / "skillopt.yml").read_text())
-    data["models"]["optimizer"] = {"provider": "openai-compatible", "model": SIM_OPTIMIZER, "base_url": base_url,
-                                   "max_retries": 1}
-    data["pricing"][SIM_OPTIMIZER] = {"input": 2.0, "output": 4.0}
-    data["train"] = {"epochs": 2, "batch_size": 6, **(train or {})}
-    (project / "skillopt.yml").write_text(yaml.safe_dump(data))
-    return project
-
-
 @pytest.fixture
 def sim():
     with ScriptedModelServer(SimulatedModels()) as server:
         yield server
-
-
-def train(project: Path, out: Path, *args: str):
-    return run_cli("train", "--skill", "ticket-triage", "--out", str(out), "--quiet", *args, cwd=project)
-
-
-def summary_of(run: Path) -> dict:
-    data = json.loads((run / "summary.json").read_text())
-    schema_validator("train_summary.schema.json").validate(data)
-    return data
 
 
 def test_training_raises_validation_and_writes_the_run(tmp_path, sim):
@@ -220,42 +194,6 @@ def test_bad_training_input(tmp_path, sim, setup, message):
     res = run_cli("train", "--skill", skill, "--out", str(tmp_path / "run"), cwd=project)
     assert res.code == 2 and message in res.err, res.err
     assert not (tmp_path / "run").exists() and sim.call_count == 0
-
-
-def _train_process(project: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "skillopt_ci", "train", "--skill", "ticket-triage", "--out", str(out),
-                             "--quiet"], cwd=project, env=dict(os.environ), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-@pytest.mark.slow
-def kill_and_resume(server: ScriptedModelServer, tmp_path: Path, kill_at: int, train_options: dict | None = None
-                    ) -> tuple[Path, TrainState]:
-    """A training run in its own process, SIGKILLed once the server has answered ``kill_at``
-    calls, then run again to its end: (the run directory, its final state). The kill must cut the
-    run short (still running, ended by the signal, no outputs written) and leave the resumed run
-    model calls to make, or the resume would prove nothing."""
-    project = train_project(tmp_path / f"k{kill_at}", server.openai_base_url, cache={"mode": "off"},
-                            train=train_options)
-    out = tmp_path / f"k{kill_at}-run"
-    server.reset()
-    proc = _train_process(project, out)
-    deadline = time.monotonic() + 60
-    while server.call_count < kill_at and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.002)
-    assert proc.poll() is None, f"the run ended before call {kill_at}: there is nothing to interrupt"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    killed = TrainState.load(out)
-    assert killed is None or killed.phase != "done", kill_at
-    assert not (out / "best_skill.md").exists() and not (out / "summary.json").exists()
-    calls_before = server.call_count
-    resumed = _train_process(project, out)
-    _, err = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0, err
-    assert server.call_count > calls_before, "the resumed run had nothing left to do"
-    return out, TrainState.load(out)
 
 
 def test_killed_training_resumes_to_the_same_history_and_best_skill(tmp_path):

@@ -9,9 +9,9 @@ import json
 
 import pytest
 import yaml
-from test_train import train, train_project
 
-from conftest import run_cli
+from helpers.cli import run_cli
+from helpers.training import train, train_project
 from skillopt_ci.inputs.acceptance import DEFAULT, LEGACY_FLAGS, NAMES, read_legacy, rule_of_flags
 from skillopt_ci.inputs.yamlfile import load_schema
 from skillopt_ci.sim import ScriptedModelServer

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from test_train import train_project
-
-from conftest import run_cli
+from helpers.cli import run_cli
+from helpers.training import train_project
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.sim_models import SimulatedModels
 

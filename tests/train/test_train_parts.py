@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LEGACY_TRAIN
+from helpers.project import LEGACY_TRAIN
 from skillopt_ci.core.compare import ComparePolicy
 from skillopt_ci.core.edits import Edit, EditCaps
 from skillopt_ci.core.skill import load_skill

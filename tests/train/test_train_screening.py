@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from test_train import SKILL, kill_and_resume, train_project
 
-from conftest import LEGACY_TRAIN, run_cli
+from helpers.cli import run_cli
+from helpers.project import LEGACY_TRAIN
+from helpers.repo import SKILL
+from helpers.training import kill_and_resume, train_project
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.sim.triage import TriagePolicy

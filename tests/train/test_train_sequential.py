@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_train import kill_and_resume, train, train_project
 
-from conftest import LEGACY_TRAIN
+from helpers.project import LEGACY_TRAIN
+from helpers.training import kill_and_resume, train, train_project
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.sim.triage import REFERENCE_SKILL, parse_rules, triage

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-from test_train import train, train_project
 
+from helpers.paths import DATA
+from helpers.training import train, train_project
 from skillopt_ci.core.edits import Edit, EditOutcome
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.sim import ScriptedModelServer
@@ -30,7 +30,7 @@ from skillopt_ci.train.optimizer import EpochEdit, OptimizerBuffer
 from skillopt_ci.train.state import STATE_FILE, TrainState
 
 # A finished demo run's state.json, as written before the history was typed (schema version 1).
-FIXTURE = Path(__file__).parent / "data" / "state_v1.json"
+FIXTURE = DATA / "state_v1.json"
 
 
 def test_a_state_file_written_before_the_typed_records_loads_and_writes_back_byte_for_byte(tmp_path):

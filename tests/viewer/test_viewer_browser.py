@@ -29,7 +29,10 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
-from test_gate import (
+
+from helpers.cli import run_cli
+from helpers.project import write_project
+from helpers.repo import (
     ACCOUNT_RULE,
     BILLING_RULE,
     BUG_RULE,
@@ -38,8 +41,8 @@ from test_gate import (
     make_repo,
     skill_text,
 )
-from test_train import train_project
-from test_viewer_steps import (
+from helpers.training import train_project
+from helpers.viewer_run import (
     BAD_ARGS,
     LONG_OUTPUT,
     MARKUP_RESULT,
@@ -47,8 +50,6 @@ from test_viewer_steps import (
     TOOL_ARGS,
     write_tools_run,
 )
-
-from conftest import run_cli, write_project
 from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.render.eval_report import summary_row
 from skillopt_ci.sim import ScriptedModelServer

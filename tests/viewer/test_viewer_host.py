@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
+from helpers.http import raw_get
 from skillopt_ci.viewer.server import ViewerServer
-
-
-def raw_get(port: int, host: str | None, path: str = "/api/runs") -> tuple[int, bytes]:
-    """One GET with exactly the Host header given (none when ``host`` is None)."""
-    lines = [f"GET {path} HTTP/1.1", "Connection: close"] + ([f"Host: {host}"] if host is not None else [])
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body
 
 
 @pytest.fixture
