@@ -45,7 +45,7 @@ def _no_real_keys(monkeypatch):
 def unisolated(monkeypatch):
     """This machine without isolation (``SKILLOPT_SANDBOX=none``), commands allowed by the opt-in.
     For tests of what runs *inside* the sandbox through stand-ins that record what they saw next to
-    themselves (fake agent CLIs): the boundary itself is tested in tests/test_sandbox_boundary.py,
+    themselves (fake agent CLIs): the boundary itself is tested in tests/sandbox/test_sandbox_boundary.py,
     and the real CLIs run under it in their end-to-end tests."""
     from skillopt_ci.sandbox import policy, process
 

@@ -1,6 +1,6 @@
 """The ``--help`` of the group and of every command is pinned: splitting the CLI into modules
 must keep the command order, every option and its help text. Refresh the golden file with
-``SKILLOPT_REFRESH_GOLDEN=1 pytest tests/test_cli_help.py`` after an intended change."""
+``SKILLOPT_REFRESH_GOLDEN=1 pytest tests/cli/test_cli_help.py`` after an intended change."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Extension through entry points, one registry for every kind (``skillopt_ci.core.registry``): a
 tiny installed distribution (a ``.dist-info`` with ``entry_points.txt`` on ``sys.path``) adds a
 scorer and a benchmark, which the real CLI then uses by name like a built-in. The environment
-plug-in is shown in ``tests/test_envs.py`` (``two-pass``)."""
+plug-in is shown in ``tests/envs/test_envs.py`` (``two-pass``)."""
 
 from __future__ import annotations
 

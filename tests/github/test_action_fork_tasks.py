@@ -1,6 +1,6 @@
 """Task data from a fork, where a suite allows it (``fork_tasks: true`` on the base branch).
 
-Driven through the real Action entry point like tests/test_action_fork_trust.py: a reviewer's
+Driven through the real Action entry point like tests/github/test_action_fork_trust.py: a reviewer's
 ``/skillopt`` command on a fork's pull request, PyGithub against the fake GitHub, the OpenAI SDK
 against the scripted model, a real git repository whose ``origin`` serves ``refs/pull/N/head``.
 The fork's task files reach the run only through the commit the Action writes (the base tree

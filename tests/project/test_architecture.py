@@ -1,5 +1,5 @@
 """The architecture holds: the wheel ships the package data but no test double. The import
-contract is checked in tests/test_import_contract.py.
+contract is checked in tests/project/test_import_contract.py.
 
 See docs/architecture.md for the layers and the rules.
 """

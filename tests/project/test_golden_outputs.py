@@ -7,7 +7,7 @@ paths, timings) are replaced by placeholders.
 
 Refresh them, after a change that means to alter what a reviewer reads, with one command::
 
-    SKILLOPT_REFRESH_GOLDEN=1 pytest tests/test_golden_outputs.py tests/test_cli_help.py
+    SKILLOPT_REFRESH_GOLDEN=1 pytest tests/project/test_golden_outputs.py tests/cli/test_cli_help.py
 
 and read the diff before committing it.
 """
