@@ -109,7 +109,7 @@ def test_a_gate_between_two_skill_versions_and_a_training_epoch_on_codex(tmp_pat
     train = tmp_path / "train"
     res = run_cli("train", "--skill", "greeter", "--out", str(train), "--quiet", "--epochs", "1", cwd=root, env=env)
     assert res.code == 0, res.out + res.err
-    assert (train / "best_skill.md").exists() or list(train.rglob("best_skill.md"))
+    assert (train / "best_skill.md").is_file()
     assert files_holding(train, KEY) == []
     assert os.environ.get("OPENAI_API_KEY") != KEY
 
