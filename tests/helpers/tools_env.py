@@ -17,6 +17,9 @@ from skillopt_ci.envs.base import RolloutRequest
 from skillopt_ci.envs.registry import build_environment
 from skillopt_ci.sandbox import isolation
 
+SKILL = "---\nname: csv-analyst\ndescription: Answers questions about CSV files.\n---\n# Analyst\nUse python.\n"
+TABLES = {"t1": [10, 20, 30], "t2": [1.5, 2.5], "t3": [100, -40], "v1": [5, 5, 5], "v2": [7], "v3": [2, 2]}
+
 
 def tools_project(root: Path, target: dict) -> Path:
     suite = root / "eval_suites/csv-sum"
@@ -89,9 +92,3 @@ def rollout(suite: Path, model: ScriptedCaller, request: RolloutRequest | None =
 
 needs_bwrap = pytest.mark.skipif(isolation() != "bwrap",
                                  reason=f"bubblewrap cannot run here (isolation: {isolation()})")
-
-
-SKILL = "---\nname: csv-analyst\ndescription: Answers questions about CSV files.\n---\n# Analyst\nUse python.\n"
-
-
-TABLES = {"t1": [10, 20, 30], "t2": [1.5, 2.5], "t3": [100, -40], "v1": [5, 5, 5], "v2": [7], "v3": [2, 2]}

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from helpers.cli import run_cli
@@ -49,7 +48,6 @@ def _train_process(project: Path, out: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.slow
 def kill_and_resume(server: ScriptedModelServer, tmp_path: Path, kill_at: int, train_options: dict | None = None
                     ) -> tuple[Path, TrainState]:
     """A training run in its own process, SIGKILLed once the server has answered ``kill_at``
