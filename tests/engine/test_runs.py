@@ -18,11 +18,12 @@ import pytest
 import yaml
 
 from helpers.cli import run_cli
+from helpers.paths import TESTS
 from helpers.project import judge_policy, write_project
 from helpers.repo import SKILL, commit_on_branch, make_repo, skill_text
 from skillopt_ci.engine.evaluation import EvalRequest, run_eval
 from skillopt_ci.inputs.config import load_config
-from skillopt_ci.models.base import Completion, Message, Usage
+from skillopt_ci.models.base import Message
 from skillopt_ci.models.cache import ResponseCache, cache_key
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.triage import TriagePolicy
@@ -174,19 +175,11 @@ def test_a_second_run_into_the_same_directory_fails_at_once_or_waits(tmp_path):
     assert json.loads((project / "run/summary.json").read_text())["n_results"] == 12
 
 
-def _fill_cache(path: str, start: int, count: int) -> None:
-    cache = ResponseCache(Path(path))
-    for i in range(start, start + count):
-        key = cache_key("p", "m", {}, [Message("user", str(i))], 0)
-        cache.put(key, "p", "m", Completion(text=f"answer {i}", usage=Usage(1, 1)))
-    cache.close()
-
-
 @pytest.mark.slow
 def test_cache_is_safe_with_concurrent_writer_processes(tmp_path):
     path = str(tmp_path / "cache.sqlite")
-    code = "import sys; from test_runs import _fill_cache; _fill_cache(sys.argv[1], int(sys.argv[2]), 300)"
-    root = Path(__file__).resolve().parent
+    code = "import sys; from helpers.cache_writer import fill_cache; fill_cache(sys.argv[1], int(sys.argv[2]), 300)"
+    root = TESTS
     procs = [subprocess.Popen([PY, "-c", code, path, str(k * 300)], cwd=root) for k in range(4)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
     cache = ResponseCache(Path(path))
