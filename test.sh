@@ -14,7 +14,7 @@
 #    into the user cache (${XDG_CACHE_HOME:-~/.cache}/skillopt-ci/agents), which reuses that folder
 #    when its binaries already report the pinned versions. Without npm, or when the install fails,
 #    one line says so and those tests are skipped.
-# 5. A real small model for the `realmodel` tests (tests/test_realmodel.py): llama.cpp's server
+# 5. A real small model for the `realmodel` tests (tests/models/test_realmodel.py): llama.cpp's server
 #    (`llama-cpp-python[server]`, built from source the first time, portable (GGML_NATIVE=OFF):
 #    about 6 minutes on 2 cores; the built wheel is kept in the user cache,
 #    ${XDG_CACHE_HOME:-~/.cache}/skillopt-ci/wheels/<version, flags, Python, platform>, so later

@@ -3,7 +3,7 @@
 Run: python bench/bench_alfworld_games.py [--games 8] [--concurrency 4]
 
 Needs the ``alfworld`` package. Plays the two hand-written PDDL games of
-``tests/test_bench_alfworld_real.py`` (copies of them, under a temporary ALFWORLD_DATA) by their
+``tests/benchmarks/test_bench_alfworld_real.py`` (copies of them, under a temporary ALFWORLD_DATA) by their
 walkthroughs through :class:`~skillopt_ci.envs.alfworld.AlfworldWorld`, without a model.
 Printed:
 

@@ -3,7 +3,7 @@ whether the "detectable drop" it states matches what it catches.
 
 Run: python bench/bench_gate_stats.py [--runs 300] [--workers 2]
 
-Uses the simulated noisy model of ``tests/test_gate_statistics.py`` (60% of tasks truly pass
+Uses the simulated noisy model of ``tests/gate/test_gate_statistics.py`` (60% of tasks truly pass
 under base, every rollout's outcome flipped with probability 0.2; run ``i`` uses model seed ``i``,
 the policy is the default one with seed 0) on four suites: 24 tasks × 1 repeat (a small
 validation split), 24 × 3, 60 × 1, and 60 tasks × 3 repeats (the acceptance scenario).

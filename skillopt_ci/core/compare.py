@@ -22,7 +22,7 @@ comparison at or below its nominal (1 - confidence) / 2 at every size:
 Every comparison with 0 or the margin goes through :func:`skillopt_ci.core.stats.below` / ``above``
 (one tolerance), so rounding dust such as a bound of -4.6e-18 never decides a verdict. The exact
 sign test on the deltas and the exact McNemar test on per-task pass/fail are reported beside it
-(``tests/test_gate_statistics.py``, ``bench/bench_gate_stats.py`` show the rates). Each comparison
+(``tests/gate/test_gate_statistics.py``, ``bench/bench_gate_stats.py`` show the rates). Each comparison
 also states ``detectable_drop``: the true drop this gate would catch with 80% probability, from
 the paired tasks, the repeats and the observed spread of the deltas
 (:func:`skillopt_ci.core.stats.detectable_drop`).
