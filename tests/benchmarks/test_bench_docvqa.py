@@ -18,7 +18,6 @@ from helpers.bench_chat import (
     validate,
     write_project,
 )
-
 from helpers.cli import run_cli
 from helpers.manifests import write_small_manifest
 from skillopt_ci.benchmarks.packs.docvqa import fixture

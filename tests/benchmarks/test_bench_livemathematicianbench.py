@@ -10,12 +10,12 @@ import shutil
 
 import pytest
 
-from helpers.cli import run_cli
-from skillopt_ci.benchmarks.packs.livemathematicianbench import fixture
-from skillopt_ci.benchmarks.packs.livemathematicianbench.importer import item_seed
 from helpers import bench_toy
 from helpers.bench_chat import evaluate, import_fixture, openai_target, validate, write_project
+from helpers.cli import run_cli
 from helpers.paths import DATA
+from skillopt_ci.benchmarks.packs.livemathematicianbench import fixture
+from skillopt_ci.benchmarks.packs.livemathematicianbench.importer import item_seed
 from skillopt_ci.sim import ScriptedModelServer
 
 REAL = DATA / "benchmarks" / "livemathematicianbench"

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.bench_chat import evaluate, import_fixture, openai_target, validate, write_project
 from helpers.cli import run_cli
 from helpers.manifests import write_small_manifest
 from skillopt_ci.benchmarks.packs.searchqa import fixture
 from skillopt_ci.benchmarks.packs.searchqa.importer import CUT_MARK, truncate_context
-from helpers.bench_chat import evaluate, import_fixture, openai_target, validate, write_project
 from skillopt_ci.sim import ScriptedModelServer
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import openpyxl
 import pytest
 
-from skillopt_ci.benchmarks.packs.spreadsheetbench.compare import same_value, transform
 from helpers.paths import DATA
+from skillopt_ci.benchmarks.packs.spreadsheetbench.compare import same_value, transform
 from skillopt_ci.core.errors import InputError, ScoringError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout

@@ -8,10 +8,10 @@ import ast
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from helpers.paths import REPO
 from skillopt_ci.benchmarks import BENCHMARKS, benchmark_pack
 from skillopt_ci.benchmarks.pack import Pack
 from skillopt_ci.envs.base import BaseEnvironment
@@ -19,7 +19,6 @@ from skillopt_ci.envs.registry import ENVIRONMENTS
 from skillopt_ci.scorers import SCORERS
 from skillopt_ci.scorers.base import Scorer
 
-REPO = Path(__file__).resolve().parent.parent
 PACKS = REPO / "skillopt_ci" / "benchmarks" / "packs"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import DATA
 from skillopt_ci import __version__
 from skillopt_ci.core import codec
 from skillopt_ci.core.compare import Comparison
@@ -29,7 +30,6 @@ from skillopt_ci.train.history import StepRecord
 from skillopt_ci.train.records import TrainingSummary
 from skillopt_ci.train.state import STATE_FILE, TrainState, Version
 
-DATA = Path(__file__).parent / "data"
 OLD = DATA / "records_v1"
 
 JSON_FILES = [
