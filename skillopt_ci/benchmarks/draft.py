@@ -34,6 +34,12 @@ class SuiteDraft:
     notes: list[str] = field(default_factory=list)
 
 
+def chat_suite(description: str, prompt: str, scorer: str) -> dict[str, Any]:
+    """The suite of a one-call chat benchmark: each task asked once, scored by ``scorer``."""
+    return {"description": description, "prompt": prompt, "environment": "chat", "scorer": {"type": scorer},
+            "repeats": 1}
+
+
 def asset(path: Path) -> Asset:
     """Record the file at ``path`` (hashed, streamed) as an asset; a missing file is an InputError."""
     try:

@@ -122,10 +122,6 @@ class Message:
         data = self.to_dict()
         return [self.role, data.pop("content"), {k: v for k, v in data.items() if k != "role"}]
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Message:
-        return cls(role=str(data["role"]), content=str(data["content"]))
-
 
 def _parts_key(content: str | tuple[Part, ...]) -> Any:
     if isinstance(content, str):

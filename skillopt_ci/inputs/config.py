@@ -23,7 +23,6 @@ from skillopt_ci.inputs.acceptance import read_legacy
 from skillopt_ci.inputs.yamlfile import Problem, YamlDoc, load_yaml, schema_problems
 
 CONFIG_NAME = "skillopt.yml"
-ROLES = ("target", "optimizer", "judge")
 
 
 @dataclass(frozen=True)
@@ -191,16 +190,6 @@ class Config:
             if entry.name == name:
                 return entry
         return None
-
-
-def find_config(start: Path | None = None) -> Path | None:
-    """``skillopt.yml`` in ``start`` (default: the working directory) or its nearest ancestor."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / CONFIG_NAME
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def load_config(path: Path, display: str | None = None) -> Config:

@@ -20,7 +20,7 @@ import csv
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from skillopt_ci.benchmarks.draft import SuiteDraft
+from skillopt_ci.benchmarks.draft import SuiteDraft, chat_suite
 from skillopt_ci.benchmarks.hf_rows import RowScan, data_files
 from skillopt_ci.benchmarks.manifest import Manifest, ManifestItem, pick
 from skillopt_ci.benchmarks.packs.docvqa import PACK
@@ -150,9 +150,9 @@ def read(source: Path, manifest: Manifest) -> SuiteDraft:
             raise InputError("no DocVQA parquet or CSV files here", where=str(source), hint=PACK.data_help)
         rows, kind = _csv_rows(tables, source, manifest, counter), f"{len(tables)} CSV file(s)"
     picked = pick(manifest, rows, str(source))
-    draft = SuiteDraft(name=PACK.name, suite={
-        "description": "DocVQA: answer a question about a scanned document page (one chat call with the image).",
-        "prompt": PROMPT, "environment": "chat", "scorer": {"type": "docvqa"}, "repeats": 1}, tasks={})
+    draft = SuiteDraft(name=PACK.name, suite=chat_suite(
+        "DocVQA: answer a question about a scanned document page (one chat call with the image).", PROMPT, "docvqa"),
+        tasks={})
     for split, pages in picked.items():
         draft.tasks[split] = []
         for item, page in zip(manifest.splits[split], pages, strict=True):

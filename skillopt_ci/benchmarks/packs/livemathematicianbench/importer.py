@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from skillopt_ci.benchmarks.draft import SuiteDraft
+from skillopt_ci.benchmarks.draft import SuiteDraft, chat_suite
 from skillopt_ci.benchmarks.manifest import Manifest, pick
 from skillopt_ci.benchmarks.packs.livemathematicianbench import PACK
 from skillopt_ci.core.errors import InputError
@@ -123,14 +123,8 @@ def read(source: Path, manifest: Manifest) -> SuiteDraft:
     tasks = {split: [task_record(item, where) for item, where in rows] for split, rows in picked.items()}
     return SuiteDraft(
         name=PACK.name,
-        suite={
-            "description": "LiveMathematicianBench: pick the strongest provable statement about a recent theorem "
-                           "(multiple choice, options shuffled per item).",
-            "prompt": PROMPT,
-            "environment": "chat",
-            "scorer": {"type": "livemath"},
-            "repeats": 1,
-        },
+        suite=chat_suite("LiveMathematicianBench: pick the strongest provable statement about a recent theorem "
+                         "(multiple choice, options shuffled per item).", PROMPT, "livemath"),
         tasks=tasks,
         notes=[f"{len(manifest.ids()):,} of {seen:,} items used ({len(files)} file(s)); options shuffled per item "
                f"with seed {SEED}"],

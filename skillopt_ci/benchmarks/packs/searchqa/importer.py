@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from skillopt_ci.benchmarks.draft import SuiteDraft
+from skillopt_ci.benchmarks.draft import SuiteDraft, chat_suite
 from skillopt_ci.benchmarks.hf_rows import RowScan, data_files
 from skillopt_ci.benchmarks.manifest import Manifest, pick
 from skillopt_ci.benchmarks.packs.searchqa import PACK
@@ -89,13 +89,8 @@ def read(source: Path, manifest: Manifest) -> SuiteDraft:
     cut = sum(t["metadata"]["truncated"] for split in tasks.values() for t in split)
     return SuiteDraft(
         name=PACK.name,
-        suite={
-            "description": "SearchQA: answer a Jeopardy! clue from search-engine snippets (one chat call).",
-            "prompt": PROMPT,
-            "environment": "chat",
-            "scorer": {"type": "searchqa"},
-            "repeats": 1,
-        },
+        suite=chat_suite("SearchQA: answer a Jeopardy! clue from search-engine snippets (one chat call).",
+                         PROMPT, "searchqa"),
         tasks=tasks,
         notes=[f"{len(manifest.ids()):,} of {scan.total:,} rows used ({len(files)} file(s)); "
                f"{cut:,} context(s) cut to {CONTEXT_CHARS:,} characters at a document boundary"],
