@@ -225,9 +225,7 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
             problems.append(doc.problem(("models", role, "api"), message))
     skills = _skill_entries(doc, data.get("skills") or [], root, problems)
     cache = data.get("cache") or {}
-    budgets = data.get("budgets") or {}
     run_eval = data.get("eval") or {}
-    limits = data.get("limits") or {}
     # An unquoted `mode: off` is the boolean false in YAML 1.1; it means what it says.
     cache_mode = "off" if cache.get("mode") is False else cache.get("mode", "read-write")
     train, notes = read_legacy(data.get("train") or {})
@@ -242,12 +240,8 @@ def config_from_doc(doc: YamlDoc, root: Path) -> tuple[Config | None, list[Probl
         batch=BatchSettings(**(data.get("batch") or {})),
         cache=CacheSettings(mode=cache_mode, path=root / cache.get("path", ".skillopt/cache.sqlite")),
         runs_dir=root / data.get("runs_dir", ".skillopt/runs"),
-        budgets=Budgets(
-            max_tokens=budgets.get("max_tokens"),
-            max_dollars=budgets.get("max_dollars"),
-            max_wall_seconds=budgets.get("max_wall_seconds"),
-        ),
-        limits=Limits(**limits),
+        budgets=Budgets(**(data.get("budgets") or {})),
+        limits=Limits(**(data.get("limits") or {})),
         pricing=MappingProxyType({k: MappingProxyType(v) for k, v in (data.get("pricing") or {}).items()}),
         max_error_rate=float(run_eval.get("max_error_rate", 0.5)),
         min_attempts=int(run_eval.get("min_attempts", 10)),

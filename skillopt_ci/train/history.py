@@ -221,11 +221,3 @@ class EpochRecord(Record):
     epoch: int
     slow_update: StepRecord | None = None
     meta_skill: MetaSkillNote | None = None
-
-
-VOLATILE_FIELDS = ("spend", "stats")  # depend on timing or spend, not on the decisions taken
-
-
-def stable_history(history: list[StepRecord]) -> list[dict[str, Any]]:
-    """The history as JSON without the fields that depend on timing or spend (to compare runs)."""
-    return [{k: v for k, v in r.to_dict().items() if k not in VOLATILE_FIELDS} for r in history]

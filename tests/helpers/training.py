@@ -18,7 +18,10 @@ from helpers.project import write_project
 from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.sim_models import SIM_OPTIMIZER
+from skillopt_ci.train.history import StepRecord
 from skillopt_ci.train.state import TrainState
+
+VOLATILE_FIELDS = ("spend", "stats")  # depend on timing or spend, not on the decisions taken
 
 
 def train_project(root: Path, base_url: str, train: dict | None = None, **config) -> Path:
@@ -75,3 +78,8 @@ def kill_and_resume(server: ScriptedModelServer, tmp_path: Path, kill_at: int, t
     assert resumed.returncode == 0, err
     assert server.call_count > calls_before, "the resumed run had nothing left to do"
     return out, TrainState.load(out)
+
+
+def stable_history(history: list[StepRecord]) -> list[dict]:
+    """The history as JSON without the fields that depend on timing or spend (to compare runs)."""
+    return [{k: v for k, v in r.to_dict().items() if k not in VOLATILE_FIELDS} for r in history]

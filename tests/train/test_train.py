@@ -10,10 +10,10 @@ import yaml
 
 from helpers.cli import run_cli
 from helpers.project import LEGACY_TRAIN
-from helpers.training import kill_and_resume, summary_of, train, train_project
+from helpers.training import kill_and_resume, stable_history, summary_of, train, train_project
 from skillopt_ci.sim import Fault, ScriptedModelServer
 from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
-from skillopt_ci.train.history import Decision, StepKind, stable_history
+from skillopt_ci.train.history import Decision, StepKind
 from skillopt_ci.train.state import TrainState
 
 SKILL = "skills/ticket-triage/SKILL.md"

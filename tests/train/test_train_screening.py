@@ -13,11 +13,11 @@ import pytest
 from helpers.cli import run_cli
 from helpers.project import LEGACY_TRAIN
 from helpers.repo import SKILL
-from helpers.training import kill_and_resume, train_project
+from helpers.training import kill_and_resume, stable_history, train_project
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.sim.triage import TriagePolicy
-from skillopt_ci.train.history import Decision, stable_history
+from skillopt_ci.train.history import Decision
 from skillopt_ci.train.screen import count
 from skillopt_ci.train.state import TrainState
 

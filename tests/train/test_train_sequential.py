@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from helpers.project import LEGACY_TRAIN
-from helpers.training import kill_and_resume, train, train_project
+from helpers.training import kill_and_resume, stable_history, train, train_project
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
 from skillopt_ci.sim.triage import REFERENCE_SKILL, parse_rules, triage
-from skillopt_ci.train.history import Decision, stable_history
+from skillopt_ci.train.history import Decision
 from skillopt_ci.train.state import TrainState
 
 HONEST = {"acceptance": "honest"}
