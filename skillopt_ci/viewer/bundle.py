@@ -39,7 +39,8 @@ TEXT_CHARS = 4000
 TRUNCATION_NOTE = "\n… [truncated in this report; the whole text is in the run directory]"
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; None when it is missing or not JSON (a run still being written)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -100,10 +101,10 @@ class _Builder:
                    side: str | None = None, step: str | None = None) -> dict[str, Any] | None:
         if not (run_dir / "run.json").is_file():
             return None
-        manifest = _read_json(run_dir / "run.json") or {}
+        manifest = read_json(run_dir / "run.json") or {}
         key = skill_key or self.skill(f"eval:{eval_id}", run_dir / "skill.md")
         return {"id": eval_id, "label": label, "split": manifest.get("split"), "skill": key, "side": side,
-                "step": step, "summary": _read_json(run_dir / "summary.json"), "results": self.results(run_dir)}
+                "step": step, "summary": read_json(run_dir / "summary.json"), "results": self.results(run_dir)}
 
 
 def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
@@ -115,7 +116,7 @@ def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
     bundle: dict[str, Any] = {"schema_version": BUNDLE_SCHEMA_VERSION, "kind": kind, "source": display_path(run),
                               "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "train": None}
     if kind == "eval":
-        summary = _read_json(run / "summary.json")
+        summary = read_json(run / "summary.json")
         bundle["summary"] = summary
         ev = b.evaluation(run, ".", "evaluation")
         bundle["evaluations"] = [ev] if ev else []
@@ -123,7 +124,7 @@ def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
         bundle["title"] = f"eval: {skill_name}"
         bundle["live"] = _eval_live(run, summary, ev)
     elif kind == "gate":
-        gate = _read_json(run / "gate.json") or {}
+        gate = read_json(run / "gate.json") or {}
         bundle["summary"] = gate
         evaluations = []
         for skill in gate.get("skills", []):
@@ -144,7 +145,7 @@ def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
 
 
 def _eval_live(run: Path, summary: Any, ev: dict[str, Any] | None) -> dict[str, Any]:
-    manifest = _read_json(run / "run.json") or {}
+    manifest = read_json(run / "run.json") or {}
     total = len(manifest.get("task_ids") or []) * int(manifest.get("repeats") or 1)
     done = len(ev["results"]) if ev else 0
     return {"in_progress": summary is None, "phase": "done" if summary else "evaluating", "step": None,
@@ -152,8 +153,8 @@ def _eval_live(run: Path, summary: Any, ev: dict[str, Any] | None) -> dict[str, 
 
 
 def _train(b: _Builder, run: Path) -> dict[str, Any]:
-    state = _read_json(run / "state.json") or {}
-    summary = _read_json(run / "summary.json")
+    state = read_json(run / "state.json") or {}
+    summary = read_json(run / "summary.json")
     versions = state.get("versions", [])
     for v in versions:
         b.skill(f"v{v['number']:03d}", run / "skills" / f"v{v['number']:03d}.md")
