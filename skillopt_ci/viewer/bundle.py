@@ -126,14 +126,9 @@ def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
     elif kind == "gate":
         gate = read_json(run / "gate.json") or {}
         bundle["summary"] = gate
-        evaluations = []
-        for skill in gate.get("skills", []):
-            for side in ("base", "head"):
-                ev = b.evaluation(run / skill["name"] / side, f"{skill['name']}/{side}", f"{skill['name']} {side}",
-                                  side=side)
-                if ev:
-                    evaluations.append(ev)
-        bundle["evaluations"] = evaluations
+        evaluations = [b.evaluation(run / skill["name"] / side, f"{skill['name']}/{side}", f"{skill['name']} {side}",
+                                    side=side) for skill in gate.get("skills", []) for side in ("base", "head")]
+        bundle["evaluations"] = [ev for ev in evaluations if ev]
         bundle["title"] = f"{'compare' if gate.get('mode') == 'compare' else 'gate'}: {gate.get('verdict', '')}"
         bundle["live"] = {"in_progress": False, "phase": "done", "step": None, "done": 0, "total": 0, "latest": None}
     else:
@@ -160,11 +155,8 @@ def _train(b: _Builder, run: Path) -> dict[str, Any]:
         b.skill(f"v{v['number']:03d}", run / "skills" / f"v{v['number']:03d}.md")
     history = state.get("history", [])
     candidates: dict[str, str] = {}
-    evaluations: list[dict[str, Any]] = []
-    baseline = b.evaluation(run / "versions/v000/val", "versions/v000/val", "baseline on val", skill_key="v000",
-                            step="baseline")
-    if baseline:
-        evaluations.append(baseline)
+    found = [b.evaluation(run / "versions/v000/val", "versions/v000/val", "baseline on val", skill_key="v000",
+                          step="baseline")]  # with None where a run directory is not (yet) there
     for record in history:
         step = record["step"]
         key = b.skill(f"candidate:{step}", run / "steps" / step / "candidate.md")
@@ -173,24 +165,17 @@ def _train(b: _Builder, run: Path) -> dict[str, Any]:
         incumbent = f"v{record.get('incumbent_version', 0):03d}"
         for part, label in (("rollout", "rollout on train"), ("val", "candidate on val"),
                             ("previous", "previous epoch's skill on train"), ("current", "current skill on train")):
-            ev = b.evaluation(run / "steps" / step / part, f"steps/{step}/{part}", f"{step} {label}",
-                              skill_key=key if part == "val" else incumbent, step=step)
-            if ev:
-                evaluations.append(ev)
+            found.append(b.evaluation(run / "steps" / step / part, f"steps/{step}/{part}", f"{step} {label}",
+                                      skill_key=key if part == "val" else incumbent, step=step))
         # screening's runs, credit assignment's trials, and the paired gate's further rounds
         extra = [(d, f"{part}/{d.name}", f"{what}: {d.name}") for part, what in (("screen", "screening"), ("credit", "credit"))
                  for d in sorted((run / "steps" / step / part).glob("*"))]
         extra += [(d, d.name, f"validation {d.name.removeprefix('val-')}")
                   for d in sorted((run / "steps" / step).glob("val-*"))]
-        for path, rel, label in extra:
-            ev = b.evaluation(path, f"steps/{step}/{rel}", f"{step} {label}", step=step)
-            if ev:
-                evaluations.append(ev)
-    for test_dir in sorted((run / "versions").glob("v*/test")):
-        ev = b.evaluation(test_dir, f"versions/{test_dir.parent.name}/test", f"{test_dir.parent.name} on test",
-                          skill_key=test_dir.parent.name, step="test")
-        if ev:
-            evaluations.append(ev)
+        found += [b.evaluation(path, f"steps/{step}/{rel}", f"{step} {label}", step=step) for path, rel, label in extra]
+    found += [b.evaluation(test_dir, f"versions/{test_dir.parent.name}/test", f"{test_dir.parent.name} on test",
+                           skill_key=test_dir.parent.name, step="test")
+              for test_dir in sorted((run / "versions").glob("v*/test"))]
     points = (summary or {}).get("points") or _points(versions, history)
     phase = state.get("phase", "baseline")
     latest = history[-1] if history else None
@@ -200,7 +185,7 @@ def _train(b: _Builder, run: Path) -> dict[str, Any]:
     return {
         "title": f"train: {(summary or {}).get('skill', {}).get('name') or run.name}",
         "summary": summary,
-        "evaluations": evaluations,
+        "evaluations": [ev for ev in found if ev],
         "train": {"versions": versions, "history": [{k: b.cut(v) if k in ("analysis",) else v for k, v in r.items()}
                                                     for r in history],
                   "epochs": state.get("epochs", []), "points": points, "candidates": candidates,
