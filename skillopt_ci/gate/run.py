@@ -61,10 +61,8 @@ def run_gate(
     policy = config.gate
     base_sha, head_sha, merge_base, changes = resolve_changes(config, git, base_ref, head_ref, only)
     top = git.top_level()
-    verdicts = []
-    for change in changes:
-        verdicts.append(_gate_skill(config, git, session, out, change, policy, top, merge_base,
-                                    head_sha if head_ref else None, shard, fresh, baseline))
+    verdicts = [_gate_skill(config, git, session, out, change, policy, top, merge_base,
+                            head_sha if head_ref else None, shard, fresh, baseline) for change in changes]
     report = GateReport(base_ref=base_ref, head_ref=head_ref or WORKTREE, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, policy=policy, skills=verdicts, shard=str(shard) if shard else None,
                         config_hash=config_hash(config))
@@ -76,16 +74,8 @@ def _gate_skill(config: Config, git: Git, session: EvalSession, out: Path, chang
                 top: Path, base: str, head: str | None, shard: Shard | None, fresh: bool = False,
                 baseline: bool = False) -> SkillVerdict:
     """One changed skill, with the head skill's soft spec deviations attached as warnings."""
-    verdict, head_skill = _judge_skill(config, git, session, out, change, policy, top, base, head, shard, fresh,
-                                       baseline)
-    return replace(verdict, warnings=head_skill.warnings) if head_skill is not None else verdict
-
-
-def _judge_skill(config: Config, git: Git, session: EvalSession, out: Path, change: SkillChange,
-                 policy: GatePolicy, top: Path, base: str, head: str | None, shard: Shard | None,
-                 fresh: bool, baseline: bool = False) -> tuple[SkillVerdict, Skill | None]:
     if change.status == "deleted":
-        return SkillVerdict(change, "deleted", False, "skill file deleted; nothing to evaluate"), None
+        return SkillVerdict(change, "deleted", False, "skill file deleted; nothing to evaluate")
     with tempfile.TemporaryDirectory(prefix="skillopt-gate-") as scratch:
         head_skill = skill_at(git, top, head, change.path, change.path, Path(scratch) / "head")
         if head_skill is None:
@@ -99,12 +89,12 @@ def _judge_skill(config: Config, git: Git, session: EvalSession, out: Path, chan
         base_skill = skill_at(git, top, base, change.base_path, f"{base[:12]}:{change.base_path}",
                               Path(scratch) / "base") if change.base_path else None
         if base_skill is None:
-            return new_skill_verdict(change, head_run.summary, policy, all_ids), head_skill
+            return replace(new_skill_verdict(change, head_run.summary, policy, all_ids), warnings=head_skill.warnings)
         base_plan = make_plan(base_skill, suite, policy.split, policy.repeats, shard)
         base_run = session.evaluate(base_plan, out / change.name / "base", fresh=fresh,
                                     label=f"gate {change.name} base")
-    return decide(change, base_run.results, head_run.results, [t.id for t in plan.tasks], policy,
-                  base_run.summary, head_run.summary, all_ids), head_skill
+    return replace(decide(change, base_run.results, head_run.results, [t.id for t in plan.tasks], policy,
+                          base_run.summary, head_run.summary, all_ids), warnings=head_skill.warnings)
 
 
 def with_no_skill(session: EvalSession, plan: EvalPlan, run: EvalOutcome, out: Path, fresh: bool,

@@ -314,9 +314,7 @@ def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullReq
     if s.comment:
         post_sticky(ctx, publisher, pr.number, f"{marker('eval', pr.head_sha)}\n## skillopt-ci eval: ⏳ evaluating…\n\n"
                     f"Evaluating {names} at `{pr.head_sha[:7]}`.\n")
-    stored, warning = trend.read_scores(s.scores_dir)
-    if warning:
-        command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
+    stored = trend.stored_scores(ctx)
     default_ref = s.sha or pr.base_sha
     with EvalSession(config, **ctx.session_options) as session:
         summaries, failed, worth = trend.evaluate_entries(ctx, config, session, entries, f"pr{pr.number}")

@@ -17,7 +17,6 @@ from skillopt_ci.github.context import (
     shard_done,
     skip,
 )
-from skillopt_ci.github.runner_files import command
 from skillopt_ci.inputs.config import Config
 from skillopt_ci.render.eval_report import score_table
 
@@ -40,10 +39,7 @@ def eval_flow(ctx: Context) -> int:
     pairs = [(e.name, summary) for e, summary in zip(entries, summaries, strict=True)]
     if s.shard:
         return shard_done(ctx, pairs)
-    trend, warning = scheduled_section(s, [e.name for e in entries], summaries, ctx.outputs)
-    if warning:
-        command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
-    return report_evals(ctx, config, pairs, worth_lines, trend=trend)
+    return report_evals(ctx, config, pairs, worth_lines, trend=scheduled_section(ctx, pairs))
 
 
 def report_evals(ctx: Context, config: Config, summaries: list[Any], worth_lines: list[str],

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from skillopt_ci.core.redact import redact_args
 from skillopt_ci.github.retry import RetryPolicy, call_with_retry
 
+T = TypeVar("T")
 KINDS = ("gate", "eval", "train")
 MARKER = "<!-- skillopt-ci:gate"  # how every gate comment starts (``marker("gate", sha)``, or an old one)
 _MARKER_RE = re.compile(r"<!-- skillopt-ci:(gate|eval|train)(?: head=([0-9a-f]{7,64}))? -->")
@@ -84,8 +86,9 @@ class Annotation:
                 "annotation_level": self.level, "message": self.message[:1000], "title": self.title[:255]}
 
 
-def explain(exc: Exception, doing: str) -> PublishError:
-    """Turn a PyGithub exception into one sentence naming the fix."""
+def explain(exc: Exception, doing: str, forbidden: tuple[str, str] | None = None) -> PublishError:
+    """Turn a PyGithub exception into one sentence naming the fix; ``forbidden`` is the caller's
+    own (fix, permission) for a 403, when it knows better than the default."""
     from github import GithubException, RateLimitExceededException
 
     if isinstance(exc, RateLimitExceededException):
@@ -94,6 +97,9 @@ def explain(exc: Exception, doing: str) -> PublishError:
         message = exc.data.get("message", "") if isinstance(exc.data, dict) else str(exc.data or "")
         if exc.status == 401:
             return PublishError(f"{doing}: the token was refused (401); pass token: ${{{{ github.token }}}} to the action")
+        if exc.status == 403 and forbidden:  # the caller's fix; a body that is no object says nothing here
+            return PublishError(f"{doing}: 403 {message if isinstance(exc.data, dict) else ''}; {forbidden[0]}",
+                                permission=forbidden[1])
         if exc.status == 403:
             need = ("checks: write" if "check" in doing else
                     "pull-requests: read" if doing.startswith(("reading", "listing")) else "pull-requests: write")
@@ -103,6 +109,20 @@ def explain(exc: Exception, doing: str) -> PublishError:
             return PublishError(f"{doing}: 404 {message}; check the repository and pull request number")
         return PublishError(f"{doing}: GitHub answered {exc.status} {message}")
     return PublishError(f"{doing}: {type(exc).__name__}: {exc}")
+
+
+def github_call(retry: RetryPolicy, doing: str, fn: Callable[..., T], *args: Any,
+                forbidden: tuple[str, str] | None = None, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, retried per ``retry``; a failure that remains becomes a
+    :class:`PublishError` (:func:`explain`; ``forbidden`` is its fix for a 403)."""
+    from github import GithubException
+
+    try:
+        return call_with_retry(retry, fn, *args, **kwargs)
+    except GithubException as exc:
+        raise explain(exc, doing, forbidden) from None
+    except OSError as exc:
+        raise PublishError(f"{doing}: cannot reach GitHub ({type(exc).__name__})") from None
 
 
 class Publisher:
@@ -120,15 +140,8 @@ class Publisher:
         self._repo: Any = None
         self.retry = retry or RetryPolicy()
 
-    def _call(self, doing: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        from github import GithubException
-
-        try:
-            return call_with_retry(self.retry, fn, *args, **kwargs)
-        except GithubException as exc:
-            raise explain(exc, doing) from None
-        except OSError as exc:
-            raise PublishError(f"{doing}: cannot reach GitHub ({type(exc).__name__})") from None
+    def _call(self, doing: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return github_call(self.retry, doing, fn, *args, **kwargs)
 
     @property
     def repo(self) -> Any:
@@ -217,17 +230,17 @@ class Publisher:
     def permission(self, login: str) -> str:
         """``login``'s permission on the repository as GitHub states it: admin, write, read or
         none (maintain counts as write, triage as read). A user GitHub does not know is none."""
-        from github import GithubException, UnknownObjectException
+        from github import UnknownObjectException
 
         repo = self.repo
-        try:
-            return str(call_with_retry(self.retry, repo.get_collaborator_permission, login))
-        except UnknownObjectException:
-            return "none"
-        except GithubException as exc:
-            raise explain(exc, "reading the commenter's permission") from None
-        except OSError as exc:
-            raise PublishError(f"reading the commenter's permission: cannot reach GitHub ({type(exc).__name__})") from None
+
+        def ask() -> str:
+            try:
+                return str(repo.get_collaborator_permission(login))
+            except UnknownObjectException:  # not retried either way: a 404
+                return "none"
+
+        return self._call("reading the commenter's permission", ask)
 
     def pull_request(self, number: int) -> Any:
         """The pull request ``number`` as the API has it now (head, base, their repositories)."""

@@ -154,10 +154,7 @@ def _merge_eval(ctx: Context) -> int:
         pairs.append((entry.name, summary))
     from skillopt_ci.github.trend import scheduled_section
 
-    trend, warning = scheduled_section(s, [n for n, _ in pairs], [x for _, x in pairs], ctx.outputs)
-    if warning:
-        command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
-    code = report_evals(ctx, config, pairs, [], failed=tuple(absent), trend=trend)
+    code = report_evals(ctx, config, pairs, [], failed=tuple(absent), trend=scheduled_section(ctx, pairs))
     partial = [(name, summary) for name, summary in pairs if not summary.complete]
     if partial:
         ctx.summary("### Incomplete\n\n" + "\n".join(_missing_line(name, summary) for name, summary in partial) + "\n")

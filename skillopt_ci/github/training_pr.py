@@ -24,8 +24,7 @@ from functools import partial
 from typing import Any
 
 from skillopt_ci.core.redact import redact_args
-from skillopt_ci.github.publisher import Publisher, PublishError, explain
-from skillopt_ci.github.retry import RetryPolicy, call_with_retry
+from skillopt_ci.github.publisher import Publisher, PublishError, github_call
 
 CHECK_NAME = "skillopt-ci train"
 LABELS = {
@@ -33,14 +32,14 @@ LABELS = {
     "automated": ("ededed", "Opened by automation"),
 }
 DEFAULT_LABEL = ("c5def5", "Added by skillopt-ci")
-CONTENTS = "give the workflow `permissions: contents: write`"
-PULLS = "give the workflow `permissions: pull-requests: write`"
+# what a 403 on a step means: (the fix in the error's sentence, the permission it names)
+CONTENTS = ("give the workflow `permissions: contents: write`", "contents: write")
+PULLS = ("give the workflow `permissions: pull-requests: write`", "pull-requests: write")
 CREATE_PULL = ("allow GitHub Actions to create pull requests in the repository settings (Settings → "
                "Actions → General → Workflow permissions → \"Allow GitHub Actions to create and approve "
-               "pull requests\"), and give the workflow `contents: write` and `pull-requests: write`")
-CHECKS = "give the workflow `permissions: checks: write`"
-PERMISSION = {CONTENTS: "contents: write", PULLS: "pull-requests: write", CREATE_PULL: "pull-requests: write",
-              CHECKS: "checks: write"}
+               "pull requests\"), and give the workflow `contents: write` and `pull-requests: write`",
+               "pull-requests: write")
+CHECKS = ("give the workflow `permissions: checks: write`", "checks: write")
 _BRANCH_RE = re.compile(r"[A-Za-z0-9._/-]+")
 
 
@@ -107,25 +106,6 @@ def check_branch(branch: str, default_branch: str | None = None) -> str:
 def git_blob_sha(data: bytes) -> str:
     """The SHA git gives a blob with ``data``: how a file's content is compared without reading it."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def _github_call(retry: RetryPolicy, doing: str, fn: Callable[..., Any], *args: Any, forbidden: str = "",
-          **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, retried per ``retry``; a GitHub failure becomes a
-    :class:`PublishError` (a 403 names ``forbidden``, the permission or setting that fixes it)."""
-    from github import GithubException, RateLimitExceededException
-
-    try:
-        return call_with_retry(retry, fn, *args, **kwargs)
-    except GithubException as exc:
-        if exc.status == 403 and forbidden and not isinstance(exc, RateLimitExceededException):
-            message = exc.data.get("message", "") if isinstance(exc.data, dict) else ""
-            base = forbidden.split(" (")[0]
-            raise PublishError(f"{doing}: 403 {message}; {forbidden}",
-                               permission=PERMISSION.get(forbidden, PERMISSION.get(base))) from None
-        raise explain(exc, doing) from None
-    except OSError as exc:
-        raise PublishError(f"{doing}: cannot reach GitHub ({type(exc).__name__})") from None
 
 
 def _status(exc: Exception) -> int | None:
@@ -226,7 +206,7 @@ def propose_training_pr(publisher: Publisher, *, skill_path: str, trained_text: 
     gh = TrainingProposer(publisher.repo)
     check_branch(branch, gh.default)
     repo = gh.repo
-    call = partial(_github_call, publisher.retry)
+    call = partial(github_call, publisher.retry)
 
     ref = call(f"reading the default branch {gh.default}", repo.get_git_ref, f"heads/{gh.default}")
     base = call("reading the default branch's head commit", lambda: repo.get_git_commit(ref.object.sha))
@@ -239,7 +219,7 @@ def propose_training_pr(publisher: Publisher, *, skill_path: str, trained_text: 
     sha = call(f"committing {skill_path}", gh.commit, base, skill_path, trained_text, message, current,
                 forbidden=CONTENTS)
     call(f"pushing the branch {branch}", gh.move_branch, branch, sha, current,
-          forbidden=f"{CONTENTS} (and make sure no branch protection rule covers {branch})")
+          forbidden=(f"{CONTENTS[0]} (and make sure no branch protection rule covers {branch})", CONTENTS[1]))
 
     pr = call("looking for the open training pull request", gh.open_pull, branch)
     created = pr is None

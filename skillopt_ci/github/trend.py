@@ -42,6 +42,7 @@ from skillopt_ci.engine.evaluation import EvalSession, make_plan, threshold_verd
 from skillopt_ci.engine.rundir import write_json_atomic
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.run import skill_at
+from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.settings import shard_name
 from skillopt_ci.inputs.config import Config, SkillEntry
 from skillopt_ci.inputs.suite import load_suite
@@ -159,19 +160,28 @@ def trend_table(rows: Sequence[tuple[str, EvalSummary, LastScore | None, str]]) 
     return "\n".join(lines) + "\n"
 
 
-def scheduled_section(settings: Any, names: Sequence[str], summaries: Sequence[EvalSummary],
-                      outputs: dict[str, str]) -> tuple[str, str | None]:
-    """The scheduled eval's trend table (this run beside the previous stored score), and a
-    warning or None. On the default branch the new scores are stored and ``scores-saved`` is set
-    so action.yml saves the folder."""
-    stored, warning = read_scores(settings.scores_dir)
-    rows = [(n, s, stored.get(n), "no earlier score") for n, s in zip(names, summaries, strict=True)]
+def stored_scores(ctx: Any) -> dict[str, LastScore]:
+    """The stored scores (``ctx``: the Action's Context); a file that cannot be used is a warning
+    in the log and counts as none."""
+    stored, warning = read_scores(ctx.settings.scores_dir)
+    if warning:
+        command("warning", warning, stream=ctx.out, title="skillopt-ci: the default branch's last scores")
+    return stored
+
+
+def scheduled_section(ctx: Any, pairs: Sequence[tuple[str, EvalSummary]]) -> str:
+    """The scheduled eval's trend table (each (skill, summary) beside the previous stored score).
+    On the default branch the new scores are stored and ``scores-saved`` is set so action.yml
+    saves the folder."""
+    settings = ctx.settings
+    stored = stored_scores(ctx)
+    rows = [(n, s, stored.get(n), "no earlier score") for n, s in pairs]
     if settings.scores_dir is not None and is_default_branch_run(settings.event_name, settings.ref, settings.event):
         date = today()
-        write_scores(settings.scores_dir, {n: from_summary(s, settings.sha, date) for n, s in zip(names, summaries, strict=True)
+        write_scores(settings.scores_dir, {n: from_summary(s, settings.sha, date) for n, s in pairs
                                            if s.complete and s.mean is not None})
-        outputs["scores-saved"] = "true"
-    return "\n### Beside the default branch's last score\n\n" + trend_table(rows), warning
+        ctx.outputs["scores-saved"] = "true"
+    return "\n### Beside the default branch's last score\n\n" + trend_table(rows)
 
 
 def evaluate_entries(ctx: Any, config: Config, session: EvalSession, entries: list[Any],

@@ -39,7 +39,8 @@ TEXT_CHARS = 4000
 TRUNCATION_NOTE = "\n… [truncated in this report; the whole text is in the run directory]"
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; None when it is missing or not JSON (a run still being written)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -100,10 +101,10 @@ class _Builder:
                    side: str | None = None, step: str | None = None) -> dict[str, Any] | None:
         if not (run_dir / "run.json").is_file():
             return None
-        manifest = _read_json(run_dir / "run.json") or {}
+        manifest = read_json(run_dir / "run.json") or {}
         key = skill_key or self.skill(f"eval:{eval_id}", run_dir / "skill.md")
         return {"id": eval_id, "label": label, "split": manifest.get("split"), "skill": key, "side": side,
-                "step": step, "summary": _read_json(run_dir / "summary.json"), "results": self.results(run_dir)}
+                "step": step, "summary": read_json(run_dir / "summary.json"), "results": self.results(run_dir)}
 
 
 def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
@@ -115,7 +116,7 @@ def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
     bundle: dict[str, Any] = {"schema_version": BUNDLE_SCHEMA_VERSION, "kind": kind, "source": display_path(run),
                               "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "train": None}
     if kind == "eval":
-        summary = _read_json(run / "summary.json")
+        summary = read_json(run / "summary.json")
         bundle["summary"] = summary
         ev = b.evaluation(run, ".", "evaluation")
         bundle["evaluations"] = [ev] if ev else []
@@ -123,16 +124,11 @@ def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
         bundle["title"] = f"eval: {skill_name}"
         bundle["live"] = _eval_live(run, summary, ev)
     elif kind == "gate":
-        gate = _read_json(run / "gate.json") or {}
+        gate = read_json(run / "gate.json") or {}
         bundle["summary"] = gate
-        evaluations = []
-        for skill in gate.get("skills", []):
-            for side in ("base", "head"):
-                ev = b.evaluation(run / skill["name"] / side, f"{skill['name']}/{side}", f"{skill['name']} {side}",
-                                  side=side)
-                if ev:
-                    evaluations.append(ev)
-        bundle["evaluations"] = evaluations
+        evaluations = [b.evaluation(run / skill["name"] / side, f"{skill['name']}/{side}", f"{skill['name']} {side}",
+                                    side=side) for skill in gate.get("skills", []) for side in ("base", "head")]
+        bundle["evaluations"] = [ev for ev in evaluations if ev]
         bundle["title"] = f"{'compare' if gate.get('mode') == 'compare' else 'gate'}: {gate.get('verdict', '')}"
         bundle["live"] = {"in_progress": False, "phase": "done", "step": None, "done": 0, "total": 0, "latest": None}
     else:
@@ -144,7 +140,7 @@ def build_bundle(run: Path, *, text_chars: int = TEXT_CHARS) -> dict[str, Any]:
 
 
 def _eval_live(run: Path, summary: Any, ev: dict[str, Any] | None) -> dict[str, Any]:
-    manifest = _read_json(run / "run.json") or {}
+    manifest = read_json(run / "run.json") or {}
     total = len(manifest.get("task_ids") or []) * int(manifest.get("repeats") or 1)
     done = len(ev["results"]) if ev else 0
     return {"in_progress": summary is None, "phase": "done" if summary else "evaluating", "step": None,
@@ -152,18 +148,15 @@ def _eval_live(run: Path, summary: Any, ev: dict[str, Any] | None) -> dict[str, 
 
 
 def _train(b: _Builder, run: Path) -> dict[str, Any]:
-    state = _read_json(run / "state.json") or {}
-    summary = _read_json(run / "summary.json")
+    state = read_json(run / "state.json") or {}
+    summary = read_json(run / "summary.json")
     versions = state.get("versions", [])
     for v in versions:
         b.skill(f"v{v['number']:03d}", run / "skills" / f"v{v['number']:03d}.md")
     history = state.get("history", [])
     candidates: dict[str, str] = {}
-    evaluations: list[dict[str, Any]] = []
-    baseline = b.evaluation(run / "versions/v000/val", "versions/v000/val", "baseline on val", skill_key="v000",
-                            step="baseline")
-    if baseline:
-        evaluations.append(baseline)
+    found = [b.evaluation(run / "versions/v000/val", "versions/v000/val", "baseline on val", skill_key="v000",
+                          step="baseline")]  # with None where a run directory is not (yet) there
     for record in history:
         step = record["step"]
         key = b.skill(f"candidate:{step}", run / "steps" / step / "candidate.md")
@@ -172,24 +165,17 @@ def _train(b: _Builder, run: Path) -> dict[str, Any]:
         incumbent = f"v{record.get('incumbent_version', 0):03d}"
         for part, label in (("rollout", "rollout on train"), ("val", "candidate on val"),
                             ("previous", "previous epoch's skill on train"), ("current", "current skill on train")):
-            ev = b.evaluation(run / "steps" / step / part, f"steps/{step}/{part}", f"{step} {label}",
-                              skill_key=key if part == "val" else incumbent, step=step)
-            if ev:
-                evaluations.append(ev)
+            found.append(b.evaluation(run / "steps" / step / part, f"steps/{step}/{part}", f"{step} {label}",
+                                      skill_key=key if part == "val" else incumbent, step=step))
         # screening's runs, credit assignment's trials, and the paired gate's further rounds
         extra = [(d, f"{part}/{d.name}", f"{what}: {d.name}") for part, what in (("screen", "screening"), ("credit", "credit"))
                  for d in sorted((run / "steps" / step / part).glob("*"))]
         extra += [(d, d.name, f"validation {d.name.removeprefix('val-')}")
                   for d in sorted((run / "steps" / step).glob("val-*"))]
-        for path, rel, label in extra:
-            ev = b.evaluation(path, f"steps/{step}/{rel}", f"{step} {label}", step=step)
-            if ev:
-                evaluations.append(ev)
-    for test_dir in sorted((run / "versions").glob("v*/test")):
-        ev = b.evaluation(test_dir, f"versions/{test_dir.parent.name}/test", f"{test_dir.parent.name} on test",
-                          skill_key=test_dir.parent.name, step="test")
-        if ev:
-            evaluations.append(ev)
+        found += [b.evaluation(path, f"steps/{step}/{rel}", f"{step} {label}", step=step) for path, rel, label in extra]
+    found += [b.evaluation(test_dir, f"versions/{test_dir.parent.name}/test", f"{test_dir.parent.name} on test",
+                           skill_key=test_dir.parent.name, step="test")
+              for test_dir in sorted((run / "versions").glob("v*/test"))]
     points = (summary or {}).get("points") or _points(versions, history)
     phase = state.get("phase", "baseline")
     latest = history[-1] if history else None
@@ -199,7 +185,7 @@ def _train(b: _Builder, run: Path) -> dict[str, Any]:
     return {
         "title": f"train: {(summary or {}).get('skill', {}).get('name') or run.name}",
         "summary": summary,
-        "evaluations": evaluations,
+        "evaluations": [ev for ev in found if ev],
         "train": {"versions": versions, "history": [{k: b.cut(v) if k in ("analysis",) else v for k, v in r.items()}
                                                     for r in history],
                   "epochs": state.get("epochs", []), "points": points, "candidates": candidates,

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 from skillopt_ci.core.redact import redact
 from skillopt_ci.engine.rundir import run_kind
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
-from skillopt_ci.viewer.bundle import build_bundle, find_runs, train_in_progress
+from skillopt_ci.viewer.bundle import build_bundle, find_runs, read_json, train_in_progress
 from skillopt_ci.viewer.html import LIVE_CSP, render_live_page
 
 _SECURITY_HEADERS = {
@@ -126,7 +126,7 @@ class ViewerServer(LoopbackService):
             marker = path / ("gate.json" if kind == "gate" else "run.json")
             in_progress = not (path / ("gate.json" if kind == "gate" else "summary.json")).exists()
             if kind == "train":
-                state = _read(path / "state.json") or {}
+                state = read_json(path / "state.json") or {}
                 in_progress = train_in_progress(path, state.get("phase"))
             out.append({
                 "id": path.relative_to(self.root).as_posix() or ".",
@@ -157,10 +157,3 @@ def _is_ip(host: str) -> bool:
 
 def _is_loopback(host: str) -> bool:
     return _is_ip(host) and ipaddress.ip_address(host).is_loopback
-
-
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None

@@ -35,7 +35,6 @@ MAX_STEPS = 400  # per result in a bundle; results.jsonl keeps them all
 MAX_FILES = 200  # kept-file names listed per result
 IMAGE_BYTES = 1_000_000  # one image embedded at most this big
 IMAGE_TOTAL_BYTES = 8_000_000  # all images of one bundle
-IMAGE_KINDS = ("png", "jpeg", "gif", "webp")
 _IMAGE_NAME = re.compile(r"images/[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 _TEXT_FIELDS = ("name", "call_id")
 
