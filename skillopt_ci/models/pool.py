@@ -268,4 +268,3 @@ class ModelPool:
         for backend in self._backends.values():
             await backend.aclose()
         self._backends.clear()
-
