@@ -125,22 +125,12 @@ class AgentEnvironment(BaseEnvironment):
         return AGENT_CLIS[self.name]
 
     def setup(self) -> None:
-        opts = self.options
-        suite_file = self.suite_dir / "suite.yaml"
-        self.where = str(suite_file if suite_file.exists() else self.suite_dir)
-        for key in ("max_turns", "time_limit_s", "verify_timeout_s", "memory_mb", "output_bytes", "transcript_chars"):
-            if getattr(opts, key) <= 0:
-                raise InputError(f"environment {self.name}: {key} must be positive, got {getattr(opts, key)}",
-                                 where=self.where)
-        if opts.max_model_calls is not None and opts.max_model_calls <= 0:
-            raise InputError(f"environment {self.name}: max_model_calls must be positive, got {opts.max_model_calls}",
-                             where=self.where)
-        if opts.keep_files_bytes < 0:
-            raise InputError(f"environment {self.name}: keep_files_bytes must be 0 or more", where=self.where)
+        self.check_sizes(("max_turns", "time_limit_s", "verify_timeout_s", "memory_mb", "output_bytes",
+                          "transcript_chars", "max_model_calls"))
         self.binary = self.find_binary()
         self.version = self.read_version()
         self._identity = {**super().identity(), "cli_version": self.version}
-        if opts.max_model_calls is None:  # unset: the identity (and cached rollouts) of suites that never set it
+        if self.options.max_model_calls is None:  # unset: the identity (and cached rollouts) of suites that never set it
             self._identity.pop("max_model_calls")
 
     def find_binary(self) -> str:

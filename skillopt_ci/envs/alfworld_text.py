@@ -112,6 +112,8 @@ class AlfredTextWorld:
                     "use (object), heat/cool/clean (object) with (receptacle)")
         if words in self.admissible_commands():
             verb, _, rest = words.partition(" ")
+            if verb in CHANGES:
+                return self._change(verb, rest)
             return getattr(self, f"_{verb}")(rest)
         return NOTHING
 
@@ -143,15 +145,6 @@ class AlfredTextWorld:
         thing, _, place = rest.partition(" with ")
         self.states.setdefault(thing, set()).add(CHANGES[verb][1])
         return f"You {verb} the {thing} using the {place}."
-
-    def _clean(self, rest: str) -> str:
-        return self._change("clean", rest)
-
-    def _heat(self, rest: str) -> str:
-        return self._change("heat", rest)
-
-    def _cool(self, rest: str) -> str:
-        return self._change("cool", rest)
 
     def _use(self, lamp: str) -> str:
         self.lamp_on = True

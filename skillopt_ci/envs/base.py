@@ -78,6 +78,19 @@ class BaseEnvironment:
     def identity(self) -> dict[str, Any]:
         return {"type": self.name, **options_to_dict(self.options)}
 
+    def check_sizes(self, positive: tuple[str, ...]) -> None:
+        """Set ``where`` (the suite's suite.yaml, else its folder) for option errors; raise
+        ``InputError`` unless each option in ``positive`` (when set) is above 0 and
+        ``keep_files_bytes`` is 0 or more."""
+        yaml_file = self.suite_dir / "suite.yaml"
+        self.where = str(yaml_file if yaml_file.exists() else self.suite_dir)
+        for key in positive:
+            value = getattr(self.options, key)
+            if value is not None and value <= 0:
+                raise InputError(f"environment {self.name}: {key} must be positive, got {value}", where=self.where)
+        if self.options.keep_files_bytes < 0:
+            raise InputError(f"environment {self.name}: keep_files_bytes must be 0 or more", where=self.where)
+
     #: Whether the engine caches whole scored rollouts of this environment (keyed by skill, task,
     #: suite, environment identity, model and sample). For environments whose model calls bypass
     #: the response cache (agent CLIs call the model themselves), so an unchanged re-run is free.

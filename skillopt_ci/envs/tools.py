@@ -96,13 +96,8 @@ class ToolsEnvironment(BaseEnvironment):
 
     def setup(self) -> None:
         opts = self.options
-        suite_file = self.suite_dir / "suite.yaml"
-        self.where = str(suite_file if suite_file.exists() else self.suite_dir)
-        for key in ("max_turns", "time_limit_s", "tool_timeout_s", "memory_mb", "tool_output_chars", "transcript_chars"):
-            if getattr(opts, key) <= 0:
-                raise InputError(f"environment tools: {key} must be positive, got {getattr(opts, key)}", where=self.where)
-        if opts.keep_files_bytes < 0:
-            raise InputError("environment tools: keep_files_bytes must be 0 or more", where=self.where)
+        self.check_sizes(("max_turns", "time_limit_s", "tool_timeout_s", "memory_mb", "tool_output_chars",
+                          "transcript_chars"))
         if opts.answer_tag is not None and not re.fullmatch(r"[A-Za-z_][\w-]*", opts.answer_tag):
             raise InputError(f"environment tools: answer_tag must be a tag name such as answer, got {opts.answer_tag!r}",
                              where=self.where)

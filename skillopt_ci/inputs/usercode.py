@@ -27,7 +27,7 @@ import sys
 import threading
 import traceback
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -149,17 +149,10 @@ def defined_inside(fn: Any, suite_dir: Path) -> bool:
     return _inside(Path(code.co_filename).resolve(), root) and Path(code.co_filename).resolve() != root
 
 
-def load_function(
-    path: Path,
-    name: str,
-    *,
-    what: str = "python scorer",
-    accepts: Sequence[str] | None = ("output", "task"),
-) -> Callable[..., Any]:
+def load_function(path: Path, name: str, *, what: str = "python scorer") -> Callable[..., Any]:
     """Import ``path`` from source under a unique module name and return its callable ``name``.
 
-    ``what`` names the kind of code in messages; ``accepts`` are positional arguments the
-    function must accept (``None``: no check)."""
+    ``what`` names the kind of code in messages."""
     module = import_file(path, what)
     fn = getattr(module, name, None)
     if not callable(fn):
@@ -170,15 +163,6 @@ def load_function(
             f'{what} has no function "{name}" (functions found: {", ".join(found) or "none"})',
             where=str(path),
         )
-    if accepts is not None:
-        try:
-            inspect.signature(fn).bind(*accepts)
-        except TypeError:
-            raise InputError(
-                f'{what} function "{name}" must accept ({", ".join(accepts)})', where=str(path)
-            ) from None
-        except ValueError:  # no signature available (some builtins): find out at call time
-            pass
     return fn
 
 

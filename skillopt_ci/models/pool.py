@@ -37,6 +37,15 @@ class RoleSpend:
     cost_usd: float = 0.0
     cost_known: bool = True
 
+    def charge(self, usage: Usage, cost: float | None, calls: int = 1) -> None:
+        """Count ``calls`` calls billed ``usage`` at ``cost`` dollars (None: unknown)."""
+        self.calls += calls
+        self.usage = self.usage + usage
+        if cost is None:
+            self.cost_known = False
+        else:
+            self.cost_usd += cost
+
     def to_dict(self) -> dict[str, object]:
         return {
             "calls": self.calls,
@@ -157,7 +166,8 @@ class ModelPool:
         billed = Usage(None, None)
         try:
             completion = await self._send(role, spec, key, messages, params, tools, reply, spend)
-            cost = _charge(spend, completion, price)  # counted before the reservation is let go
+            cost = cost_of(completion.usage, price)
+            spend.charge(completion.usage, cost)  # counted before the reservation is let go
             billed = completion.usage
         finally:
             self.guard.release(reservation, billed.input_tokens, billed.output_tokens)
@@ -235,12 +245,7 @@ class ModelPool:
         one, ``usage`` is priced with the price table. Returns the cost counted (``None`` when unknown)."""
         spend = self.spend.setdefault(role, RoleSpend())
         cost = cost_usd if cost_usd is not None else cost_of(usage, self.price(self.spec(role)))
-        spend.calls += calls
-        spend.usage = spend.usage + usage
-        if cost is None:
-            spend.cost_known = False
-        else:
-            spend.cost_usd += cost
+        spend.charge(usage, cost, calls)
         return cost
 
     def _spent(self) -> Spent:
@@ -250,12 +255,10 @@ class ModelPool:
     def total_spend(self) -> RoleSpend:
         total = RoleSpend()
         for s in self.spend.values():
-            total.calls += s.calls
+            total.charge(s.usage, s.cost_usd, s.calls)
             total.cache_hits += s.cache_hits
             total.retries += s.retries
             total.errors += s.errors
-            total.usage = total.usage + s.usage
-            total.cost_usd += s.cost_usd
             total.cost_known = total.cost_known and s.cost_known
         return total
 
@@ -265,15 +268,3 @@ class ModelPool:
         for backend in self._backends.values():
             await backend.aclose()
         self._backends.clear()
-
-
-def _charge(spend: RoleSpend, completion: Completion, price: Any) -> float | None:
-    """Count one answered call in the role's spend; its cost (None: unknown price)."""
-    cost = cost_of(completion.usage, price)
-    spend.calls += 1
-    spend.usage = spend.usage + completion.usage
-    if cost is None:
-        spend.cost_known = False
-    else:
-        spend.cost_usd += cost
-    return cost

@@ -7,12 +7,11 @@ wrong value types are ``InputError``\\s naming the option and the allowed ones.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.errors import InputError
-from skillopt_ci.core.options import options_to_dict, parse_options
+from skillopt_ci.core.options import parse_options
 from skillopt_ci.core.registry import Registry, subclass_of
 from skillopt_ci.scorers.base import Score, Scorer
 
@@ -36,20 +35,6 @@ BUILTIN: dict[str, str] = {
 # A benchmark's own scorers are in its pack (skillopt_ci/benchmarks/packs/<name>/), read only for
 # a name not above.
 SCORERS = Registry("scorer", ENTRY_POINT_GROUP, BUILTIN, subclass_of(Scorer), "skillopt_ci.benchmarks:pack_entries")
-
-
-def __getattr__(name: str) -> Any:
-    if name == "SCORER_NAMES":  # every built-in, the packs' included (reading the packs' records)
-        return tuple(SCORERS.table())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def scorer_options(name: str) -> dict[str, Any]:
-    """The option names of scorer ``name`` with their defaults (a required option maps to ...)."""
-    return {
-        f.name: f.default if f.default is not dataclasses.MISSING else ...
-        for f in dataclasses.fields(SCORERS.load(name).Options)
-    }
 
 
 def build_scorer(
@@ -79,10 +64,7 @@ def build_scorer(
 __all__ = [
     "BUILTIN",
     "SCORERS",
-    "SCORER_NAMES",
     "Score",
     "Scorer",
     "build_scorer",
-    "options_to_dict",
-    "scorer_options",
 ]

@@ -79,7 +79,7 @@ class PythonScorer(Scorer):
             raise self.error(f'function must be "module:function", got "{self.options.function}"')
         self.path = module_path(self.suite_dir, module, key="scorer.function")
         self.function = function or "score"
-        self.fn = load_function(self.path, self.function, accepts=None)
+        self.fn = load_function(self.path, self.function)
         _check_signature(self.fn, self.function, self.path)
         if not 0.0 <= self.options.pass_threshold <= 1.0:
             raise self.error(f"pass_threshold must be in [0, 1], got {self.options.pass_threshold}")

@@ -15,12 +15,10 @@ from skillopt_ci.core.text import fence
 from skillopt_ci.models.base import Completion, Message, Usage
 from skillopt_ci.scorers import (
     BUILTIN,
-    SCORER_NAMES,
     SCORERS,
     Score,
     Scorer,
     build_scorer,
-    scorer_options,
 )
 from skillopt_ci.scorers.judge import parse_verdict
 from skillopt_ci.scorers.match import anls, extract_choice, f1, levenshtein
@@ -747,7 +745,7 @@ def test_judge_without_models_is_an_input_error():
 
 
 def test_registry_names():
-    assert set(SCORER_NAMES) == {
+    assert set(SCORERS.table()) == {
         "exact",
         "contains",
         "regex",
@@ -767,12 +765,6 @@ def test_registry_names():
         "spreadsheet",
     }
     assert all(issubclass(cls, Scorer) and cls.name == name for name, cls in SCORERS.items())
-    assert scorer_options("exact") == {
-        "case_sensitive": False,
-        "ignore_punctuation": False,
-        "ignore_articles": False,
-        "strip": True,
-    }
 
 
 def test_the_schema_names_every_built_in_scorer():
@@ -780,7 +772,7 @@ def test_the_schema_names_every_built_in_scorer():
 
     text = load_schema("suite.schema.json")["properties"]["scorer"]["properties"]["type"]["description"]
     listed = text.split("(", 1)[1].split(")", 1)[0].split(", ")
-    assert listed == list(SCORER_NAMES)
+    assert listed == list(SCORERS.table())
 
 
 def test_scorer_modules_are_imported_only_when_used():
