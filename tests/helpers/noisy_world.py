@@ -87,17 +87,17 @@ You resolve customer cases. Read the case, then answer with its resolution code 
 ## Rules
 """
 PROMPT = "Kind: {{ metadata.kind }}\nCase: {{ input }}\n"
-_KIND = re.compile(r"^Kind:\s*(\w+)", re.M)
-_CASE = re.compile(r"^Case:\s*(\S+)", re.M)
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+KIND_LINE = re.compile(r"^Kind:\s*(\w+)", re.M)
+CASE_LINE = re.compile(r"^Case:\s*(\S+)", re.M)
+BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 
 
-def _norm(line: str) -> str:
-    return " ".join(_BULLET.sub("", line).split()).lower().rstrip(".")
+def norm(line: str) -> str:
+    return " ".join(BULLET.sub("", line).split()).lower().rstrip(".")
 
 
-_GOOD_BY_NORM = {_norm(text): kind for kind, text in GOOD_RULES.items()}
-_HARM_BY_NORM = {_norm(text): victim for text, victim in HARMFUL_RULES.items()}
+_GOOD_BY_NORM = {norm(text): kind for kind, text in GOOD_RULES.items()}
+_HARM_BY_NORM = {norm(text): victim for text, victim in HARMFUL_RULES.items()}
 
 
 @dataclass(frozen=True)
@@ -112,15 +112,15 @@ class Effect:
 
 
 def effect(skill_text: str) -> Effect:
-    lines = {_norm(line) for line in skill_text.splitlines() if line.strip()}
+    lines = {norm(line) for line in skill_text.splitlines() if line.strip()}
     return Effect(frozenset(k for n, k in _GOOD_BY_NORM.items() if n in lines),
                   frozenset(v for n, v in _HARM_BY_NORM.items() if n in lines))
 
 
 def harmful_in(skill_text: str) -> list[str]:
     """The harmful rules a skill states."""
-    lines = {_norm(line) for line in skill_text.splitlines() if line.strip()}
-    return [text for text in HARMFUL_RULES if _norm(text) in lines]
+    lines = {norm(line) for line in skill_text.splitlines() if line.strip()}
+    return [text for text in HARMFUL_RULES if norm(text) in lines]
 
 
 def expected_accuracy(skill_text: str, kinds: list[str]) -> float:
@@ -133,7 +133,7 @@ def answer_of(kind: str, case: str) -> str:
     return f"{kind}/{case}"
 
 
-def _digest(*parts: object) -> int:
+def digest(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "big")
 
 
@@ -147,10 +147,10 @@ class NoisyTarget:
 
     def answer(self, skill_text: str, prompt: str, draw: int) -> str:
         """The answer to ``prompt`` under ``skill_text`` at draw ``draw`` (a pure function)."""
-        kind = m.group(1) if (m := _KIND.search(prompt)) else ""
-        case = m.group(1) if (m := _CASE.search(prompt)) else "?"
+        kind = m.group(1) if (m := KIND_LINE.search(prompt)) else ""
+        case = m.group(1) if (m := CASE_LINE.search(prompt)) else "?"
         e = self._effects.get(skill_text) or effect(skill_text)
-        right = _digest(skill_text, prompt, draw) / 2**64 < e.p_right(kind)
+        right = digest(skill_text, prompt, draw) / 2**64 < e.p_right(kind)
         return answer_of(kind, case) if right else f"{kind}/unresolved"
 
     def __call__(self, request: Any) -> str:
@@ -192,41 +192,41 @@ class NoisyOptimizer:
         if skill is None or not trajectories:
             return {"analysis": "could not find the skill or the trajectories", "edits": []}
         have = effect(skill)
-        failed = Counter(m.group(1) for t in trajectories if (m := _KIND.search(t.input)) and m.group(1) in GOOD_RULES)
+        failed = Counter(m.group(1) for t in trajectories if (m := KIND_LINE.search(t.input)) and m.group(1) in GOOD_RULES)
         needed = [k for k, _ in sorted(failed.items(), key=lambda kv: -kv[1]) if k not in have.ruled]
         limit = _max_edits(prompt)
-        roll = _digest(prompt)
-        edits = [_append(GOOD_RULES[k], f"{failed[k]} failed {k} cases") for k in needed][:min(limit, self.good_per_reflection)]
+        roll = digest(prompt)
+        edits = [append_rule(GOOD_RULES[k], f"{failed[k]} failed {k} cases") for k in needed][:min(limit, self.good_per_reflection)]
         if edits and roll % 100 < self.harmful_share and limit > 1:
             proposed = set(needed[: len(edits)])
             options = [t for t, victim in HARMFUL_RULES.items() if victim not in proposed and t not in harmful_in(skill)]
             if options:
                 bad = options[(roll // 100) % len(options)]
-                edits = [*edits[: limit - 1], _append(bad, "several failed cases need this")]
+                edits = [*edits[: limit - 1], append_rule(bad, "several failed cases need this")]
         elif limit > 0 and (not edits or (limit > 1 and roll % 100 < self.harmful_share + self.useless_share)):
             useless = _fresh_useless(skill, roll // 100)
             if useless is not None:
-                edits = [*edits[: limit - 1], _append(useless, "the answers could be clearer")]
+                edits = [*edits[: limit - 1], append_rule(useless, "the answers could be clearer")]
         kinds = ", ".join(f"{k} ({n})" for k, n in failed.items()) or "none"
         return {"analysis": f"{len(trajectories)} failed cases by kind: {kinds}; {len(edits)} edits proposed.",
                 "edits": edits}
 
     def reflect_successes(self, prompt: str) -> dict[str, Any]:
         skill = fenced_after(prompt, "## Current skill") or ""
-        roll = _digest(prompt)
+        roll = digest(prompt)
         edits = []
         if roll % 3 == 1 and _max_edits(prompt) > 0 and (useless := _fresh_useless(skill, roll // 3)) is not None:
-            edits.append(_append(useless, "the successful answers all did this"))
+            edits.append(append_rule(useless, "the successful answers all did this"))
         return {"analysis": "The successful cases follow the rules the skill states.", "edits": edits}
 
 
-def _append(text: str, why: str) -> dict[str, str]:
+def append_rule(text: str, why: str) -> dict[str, str]:
     return {"op": "append", "text": f"- {text}", "rationale": why}
 
 
 def _fresh_useless(skill: str, pick: int) -> str | None:
-    lines = {_norm(line) for line in skill.splitlines() if line.strip()}
-    options = [u for u in USELESS_RULES if _norm(u) not in lines]
+    lines = {norm(line) for line in skill.splitlines() if line.strip()}
+    options = [u for u in USELESS_RULES if norm(u) not in lines]
     return options[pick % len(options)] if options else None
 
 

@@ -30,10 +30,8 @@ configurations the bench runs; :func:`write_world` and :func:`world_config` set 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
-import re
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -41,9 +39,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from helpers.noisy_world import WorldFiles, answer_of
-from helpers.noisy_world import world_config as _noisy_config
-from skillopt_ci.inputs.config import Config, TrainPolicy
+from helpers.noisy_world import (
+    CASE_LINE,
+    KIND_LINE,
+    PROMPT,
+    SEED_SKILL,
+    SKILL_NAME,
+    WorldFiles,
+    answer_of,
+    append_rule,
+    digest,
+    norm,
+)
 from skillopt_ci.sim.optimizer_sim import OptimizerSim
 from skillopt_ci.sim.reflection_prompt import (
     between,
@@ -55,7 +62,6 @@ from skillopt_ci.sim.reflection_prompt import (
 
 TARGET_MODEL = "noisy-target-1"
 OPTIMIZER_MODEL = "noisy-optimizer-1"
-SKILL_NAME = "case-desk"
 KIND_ACTIONS = MappingProxyType({
     "billing": "quote the invoice number before any amount",
     "shipping": "give the carrier and the tracking status together",
@@ -78,31 +84,7 @@ NEAR_MISSES = (
 USELESS = tuple(f"{lead} {tail}." for lead in ("Be", "Stay", "Remain", "Keep being")
                 for tail in ("concise and polite", "calm with upset customers", "professional in tone",
                              "consistent in wording", "careful with spelling"))
-SEED_SKILL = f"""\
----
-name: {SKILL_NAME}
-description: Resolve customer cases at the help desk and answer with the case's resolution code. Use for every new case.
----
-
-# Case desk
-
-You resolve customer cases. Read the case, then answer with its resolution code only.
-
-## Rules
-"""
-PROMPT = "Kind: {{ metadata.kind }}\nCase: {{ input }}\n"
-_KIND = re.compile(r"^Kind:\s*(\w+)", re.M)
-_CASE = re.compile(r"^Case:\s*(\S+)", re.M)
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 MEMORY_START, MEMORY_END = "## Memory of this epoch", "## What has helped before"
-
-
-def norm(line: str) -> str:
-    return " ".join(_BULLET.sub("", line).split()).lower().rstrip(".")
-
-
-def digest(*parts: object) -> int:
-    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "big")
 
 
 def chance(*parts: object) -> float:
@@ -193,8 +175,8 @@ class WorldTarget:
         self._lock = threading.Lock()
 
     def answer(self, skill_text: str, prompt: str, draw: int) -> str:
-        kind = m.group(1) if (m := _KIND.search(prompt)) else ""
-        case = m.group(1) if (m := _CASE.search(prompt)) else "?"
+        kind = m.group(1) if (m := KIND_LINE.search(prompt)) else ""
+        case = m.group(1) if (m := CASE_LINE.search(prompt)) else "?"
         e = self._effects.get(skill_text) or self.world.effect(skill_text)
         right = chance(self.world.name, skill_text, prompt, draw) < self.world.p_right(e, kind)
         return answer_of(kind, case) if right else f"{kind}/unresolved"
@@ -231,7 +213,7 @@ class WorldOptimizer:
             answer: dict[str, Any] = {"analysis": "could not find the skill or the trajectories", "edits": []}
         else:
             kinds = Counter(m.group(1) for t in trajectories
-                            if (m := _KIND.search(t.input)) and m.group(1) in self.world.categories)
+                            if (m := KIND_LINE.search(t.input)) and m.group(1) in self.world.categories)
             reflect = self.reflect_failures if kind == "failure" else self.reflect_successes
             answer = reflect(prompt, skill, kinds)
         return "```json\n" + json.dumps(answer, indent=2) + "\n```"
@@ -260,13 +242,13 @@ class WorldOptimizer:
     def reflect_failures(self, prompt: str, skill: str, kinds: Counter[str]) -> dict[str, Any]:
         limit, roll = max_edits(prompt), digest(self.world.name, prompt)
         fixes = [] if self.world.aa else self.fixes(prompt, skill, kinds)[: min(limit, self.world.fixes_per_reflection)]
-        edits = [_append(rule, f"{kinds[k]} failed {k} cases") for k, rule in fixes]
+        edits = [append_rule(rule, f"{kinds[k]} failed {k} cases") for k, rule in fixes]
         harm = (edits and limit > 1) or (self.world.harm_alone and limit > 0)
         if harm and roll % 100 < self.world.harmful_share and (bad := self.harmful(prompt, skill, fixes)):
-            edits = [*edits[: limit - 1], _append(bad, "several failed cases need this")]
+            edits = [*edits[: limit - 1], append_rule(bad, "several failed cases need this")]
         elif (limit > 0 and (not edits or (limit > 1 and roll % 100 < self.world.harmful_share + self.world.useless_share))
               and (useless := self.fresh_useless(prompt, skill, roll // 100)) is not None):
-            edits = [*edits[: limit - 1], _append(useless, "the answers could be clearer")]
+            edits = [*edits[: limit - 1], append_rule(useless, "the answers could be clearer")]
         shown = ", ".join(f"{k} ({n})" for k, n in kinds.items()) or "none"
         return {"analysis": f"Failed cases by kind: {shown}; {len(edits)} edits proposed.", "edits": edits}
 
@@ -286,19 +268,15 @@ class WorldOptimizer:
                 and chance(self.world.name, "success-fix", prompt) < self.world.success_fix):
             rule = self.world.good_rules[lucky[0]]
             if not self.heeds(prompt, rule):
-                edits.append(_append(rule, f"the successful {lucky[0]} cases did this"))
+                edits.append(append_rule(rule, f"the successful {lucky[0]} cases did this"))
         elif roll % 3 == 1 and max_edits(prompt) > 0 and (useless := self.fresh_useless(prompt, skill, roll // 3)):
-            edits.append(_append(useless, "the successful answers all did this"))
+            edits.append(append_rule(useless, "the successful answers all did this"))
         return {"analysis": "The successful cases follow the rules the skill states.", "edits": edits}
 
     def fresh_useless(self, prompt: str, skill: str, pick: int) -> str | None:
         lines = {norm(line) for line in skill.splitlines() if line.strip()}
         options = [u for u in USELESS if norm(u) not in lines and not self.heeds(prompt, u)]
         return options[pick % len(options)] if options else None
-
-
-def _append(text: str, why: str) -> dict[str, str]:
-    return {"op": "append", "text": f"- {text}", "rationale": why}
 
 
 class WorldModels:
@@ -339,13 +317,6 @@ def write_world(world: World, dest: Path, seed: int) -> WorldFiles:
     skill.parent.mkdir(parents=True, exist_ok=True)
     skill.write_text(SEED_SKILL, encoding="utf-8")
     return WorldFiles(skill, suite, MappingProxyType(kinds))
-
-
-def world_config(base_url: str, root: Path, files: WorldFiles, train: TrainPolicy | None = None,
-                 concurrency: int = 8) -> Config:
-    """A configuration training the seed skill against a server playing :class:`WorldModels` (the
-    noisy world's configuration: same model names, cache off, free models)."""
-    return _noisy_config(base_url, root, files, train, concurrency)
 
 
 def _aa(p: float) -> World:
