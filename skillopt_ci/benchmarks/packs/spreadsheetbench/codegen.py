@@ -38,6 +38,7 @@ from skillopt_ci.core.messages import Message
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace, workspace_rollout
+from skillopt_ci.envs.chat import chat_messages
 from skillopt_ci.envs.toolbox import cap
 from skillopt_ci.models.base import Completion, ModelCaller, call_totals
 from skillopt_ci.sandbox import SandboxError, SandboxLimits, Workspace
@@ -130,9 +131,7 @@ class CodegenEnvironment(BaseEnvironment):
 
     def messages(self, request: RolloutRequest) -> list[Message]:
         """The first turn: a pure function of the skill and the prompt."""
-        user = Message("user", f"{request.prompt.rstrip()}\n\n{RULES}")
-        system = request.skill.body.strip()
-        return [Message("system", system), user] if system else [user]
+        return chat_messages(request.skill, f"{request.prompt.rstrip()}\n\n{RULES}")
 
     async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
         cases = task_cases(request.task)
