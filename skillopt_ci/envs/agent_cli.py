@@ -53,8 +53,7 @@ from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs.agent_access import AgentAccess, host_network, open_access
 from skillopt_ci.envs.agent_clis import AGENT_CLIS
 from skillopt_ci.envs.agent_output import Parsed
-from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace
-from skillopt_ci.envs.steps_text import render_steps
+from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace, workspace_rollout
 from skillopt_ci.envs.turn_watch import TurnWatch
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.models.forwarder import Grant
@@ -216,32 +215,16 @@ class AgentEnvironment(BaseEnvironment):
             self._count(parsed, models, access.grant)
             if self.options.verify:
                 parsed.steps.extend(await self._verify(workspace, started))
-            written = tuple(workspace.written_files())
-            if request.keep_dir is not None and written:
-                workspace.keep(request.keep_dir, self.options.keep_files_bytes)
         except BaseException:
             release()
             raise
         if error is not None:
             parsed.steps.append(Step("error", text=f"{error['kind']}: {error['message']}", is_error=True,
                                      elapsed_s=time.monotonic() - started))
-            ending = f"[ended: {error['kind']}] {error['message']}"
-        else:
-            ending = f"[final answer] {parsed.output[:4_000]}"
-        return Rollout(
-            output=parsed.output,
-            steps=tuple(parsed.steps),
-            usage=parsed.usage,
-            cost_usd=parsed.cost_usd,
-            latency_s=wall,
-            wall_s=time.monotonic() - started,
-            finish_reason=_finish_reason(parsed, error),
-            error=error,
-            transcript=render_steps(parsed.steps, ending, self.options.transcript_chars),
-            workspace=workspace.path,
-            files=written,
-            release=release,
-        )
+        return workspace_rollout(request, workspace, self.options, parsed.steps, f"[final answer] {parsed.output[:4_000]}",
+                                 error=error, release=release, output=parsed.output, usage=parsed.usage,
+                                 cost_usd=parsed.cost_usd, latency_s=wall, wall_s=time.monotonic() - started,
+                                 finish_reason=_finish_reason(parsed, error))
 
     def _install(self, request: RolloutRequest, workspace: Workspace) -> None:
         skill = request.skill

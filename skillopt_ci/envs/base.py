@@ -12,7 +12,7 @@ suite (a tool module that does not load) and lets ``asyncio.CancelledError`` thr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -22,7 +22,8 @@ from skillopt_ci.core.messages import ImagePart
 from skillopt_ci.core.options import NoOptions, options_to_dict
 from skillopt_ci.core.skill import Skill
 from skillopt_ci.core.task import Task, task_paths
-from skillopt_ci.core.trajectory import Rollout
+from skillopt_ci.core.trajectory import Rollout, Step
+from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.inputs.assets import suite_file
 from skillopt_ci.inputs.images import HEAD_BYTES, KNOWN, describe_head, image_type
 from skillopt_ci.models.base import ModelCaller
@@ -174,3 +175,25 @@ def task_workspace(request: RolloutRequest, install: Callable[[Workspace], None]
             raise InputError(f"skill {request.skill.name!r}: {exc.message}", where=request.skill.path or None) from None
         raise
     return workspace
+
+
+def workspace_rollout(request: RolloutRequest, workspace: Workspace, options: Any, steps: Sequence[Step],
+                      ending: str, *, error: dict[str, str] | None = None,
+                      release: Callable[[], None] | None = None, **fields: Any) -> Rollout:
+    """The rollout of an environment that ran in ``workspace``: the files it wrote (kept under
+    ``request.keep_dir`` up to ``options.keep_files_bytes``), its steps and its transcript (to
+    ``options.transcript_chars``, ending with the error when there is one, else ``ending``).
+    ``release`` (default: removing the workspace) runs when keeping the files fails, and later
+    when the engine is done with the rollout."""
+    release = release or workspace.cleanup
+    try:
+        written = tuple(workspace.written_files())
+        if request.keep_dir is not None and written:
+            workspace.keep(request.keep_dir, options.keep_files_bytes)
+    except BaseException:
+        release()
+        raise
+    if error is not None:
+        ending = f"[ended: {error['kind']}] {error['message']}"
+    return Rollout(steps=tuple(steps), error=error, transcript=render_steps(steps, ending, options.transcript_chars),
+                   workspace=workspace.path, files=written, release=release, **fields)

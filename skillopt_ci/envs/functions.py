@@ -55,9 +55,12 @@ _STDERR_SHOWN = 600  # characters of a dead call's stderr shown with its error
 
 
 @dataclass(frozen=True)
-class FunctionResult:
+class ToolResult:
+    """What the model is shown of a tool call; ``answer`` is set by ``submit_answer`` (the rollout ends)."""
+
     text: str
     is_error: bool = False
+    answer: str | None = None
 
 
 class FunctionTool:
@@ -83,27 +86,27 @@ class FunctionTool:
         }, ensure_ascii=False, default=str)
 
     async def call(self, arguments: dict[str, Any], *, limits: SandboxLimits, workspace: Path,
-                   task: Any) -> FunctionResult:
+                   task: Any) -> ToolResult:
         argv = [sys.executable, "-I", "-B", "-m", RUNNER]
         stdin = self.request(arguments, workspace, task, max(limits.output_bytes - 1, 1024))
         try:
             done = await run_in(workspace, argv, stdin=stdin, limits=limits)
         except SandboxError as exc:
-            return FunctionResult(f"{self.spec.name} could not start: {exc.message}", True)
+            return ToolResult(f"{self.spec.name} could not start: {exc.message}", True)
         return self.result(done, limits.wall_s)
 
-    def result(self, done: ProcessResult, wall_s: float) -> FunctionResult:
+    def result(self, done: ProcessResult, wall_s: float) -> ToolResult:
         if done.timed_out:
-            return FunctionResult(f"{self.spec.name} did not finish within its time limit of {wall_s:g} s", True)
+            return ToolResult(f"{self.spec.name} did not finish within its time limit of {wall_s:g} s", True)
         try:
             found = json.loads(done.stdout) if done.exit_code == 0 else None
         except ValueError:
             found = None
         if isinstance(found, dict) and isinstance(found.get("text"), str):
-            return FunctionResult(found["text"], bool(found.get("is_error")))
+            return ToolResult(found["text"], bool(found.get("is_error")))
         stderr = done.stderr.strip()
         tail = f"; stderr: {stderr[-_STDERR_SHOWN:]}" if stderr else ""
-        return FunctionResult(f"{self.spec.name}: its process ended ({done.status()}) without a result{tail}", True)
+        return ToolResult(f"{self.spec.name}: its process ended ({done.status()}) without a result{tail}", True)
 
 
 def load_function_tool(suite_dir: Path, entry: str | dict[str, Any], where: str,

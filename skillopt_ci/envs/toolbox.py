@@ -33,7 +33,7 @@ from jsonschema.exceptions import SchemaError, best_match
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.messages import ToolSpec
 from skillopt_ci.core.task import Task
-from skillopt_ci.envs.functions import FunctionTool, load_function_tool
+from skillopt_ci.envs.functions import FunctionTool, ToolResult, load_function_tool
 from skillopt_ci.sandbox import ProcessResult, SandboxError, SandboxLimits, Workspace
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what every provider accepts as a tool name
@@ -48,15 +48,6 @@ class ToolContext:
     task: Task
     limits: SandboxLimits
     output_chars: int
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """What the model is shown; ``answer`` is set by ``submit_answer`` (the rollout ends)."""
-
-    text: str
-    is_error: bool = False
-    answer: str | None = None
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
@@ -177,8 +168,7 @@ BUILTINS: dict[str, Tool] = {t.spec.name: t for t in (
 
 def _function_handler(tool: FunctionTool) -> Handler:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        result = await tool.call(args, limits=ctx.limits, workspace=ctx.workspace.path, task=ctx.task)
-        return ToolResult(result.text, result.is_error)
+        return await tool.call(args, limits=ctx.limits, workspace=ctx.workspace.path, task=ctx.task)
 
     return handler
 

@@ -41,9 +41,9 @@ from skillopt_ci.envs.base import (
     keep_image,
     task_images,
     task_workspace,
+    workspace_rollout,
 )
 from skillopt_ci.envs.functions import file_digest
-from skillopt_ci.envs.steps_text import render_steps
 from skillopt_ci.envs.toolbox import BUILTINS, Tool, ToolContext, ToolResult, build_tools, cap
 from skillopt_ci.models.base import Completion, ModelCaller, call_totals
 from skillopt_ci.sandbox import SandboxLimits, Workspace
@@ -211,28 +211,10 @@ class ToolsEnvironment(BaseEnvironment):
             return ToolResult(cap(f"{call.name} failed: {type(exc).__name__}: {exc}", opts.tool_output_chars), True)
 
     def _rollout(self, request: RolloutRequest, workspace: Workspace, progress: _Progress) -> Rollout:
-        try:
-            written = tuple(workspace.written_files())
-            if request.keep_dir is not None and written:
-                workspace.keep(request.keep_dir, self.options.keep_files_bytes)
-        except BaseException:
-            workspace.cleanup()
-            raise
-        if progress.error is not None:
-            ending = f"[ended: {progress.error['kind']}] {progress.error['message']}"
-        elif progress.no_answer is not None:
+        if progress.no_answer is not None:
             ending = f"[no answer] {progress.no_answer}"
         else:
             ending = f"[final answer] {cap(progress.output, 4_000)}"
-        return Rollout(
-            output=progress.output,
-            steps=tuple(progress.steps),
-            **call_totals(progress.completions, latency=0.0),
-            wall_s=time.monotonic() - progress.started,
-            finish_reason=progress.finish_reason,
-            error=progress.error,
-            transcript=render_steps(progress.steps, ending, self.options.transcript_chars),
-            workspace=workspace.path,
-            files=written,
-            release=workspace.cleanup,
-        )
+        return workspace_rollout(request, workspace, self.options, progress.steps, ending, error=progress.error,
+                                 output=progress.output, **call_totals(progress.completions, latency=0.0),
+                                 wall_s=time.monotonic() - progress.started, finish_reason=progress.finish_reason)

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from skillopt_ci.benchmarks.packs.officeqa.rules import official_match
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.text import quote
-from skillopt_ci.scorers.base import Score, Scorer, expected_strings
-from skillopt_ci.scorers.hard_soft import REPORTS, VARIANTS, last_line
+from skillopt_ci.scorers.base import Score, expected_strings
+from skillopt_ci.scorers.hard_soft import HardSoft, last_line
 from skillopt_ci.scorers.match import overlap_f1
 
 _FINAL_ANSWER = re.compile(r"<FINAL_ANSWER>\s*(.*?)\s*</FINAL_ANSWER>", re.IGNORECASE | re.DOTALL)
@@ -81,18 +81,15 @@ class OfficeQAOptions:
     report: str = "hard"  # the value a Score carries: hard (0/1) or soft
 
 
-class OfficeQAScorer(Scorer):
+class OfficeQAScorer(HardSoft):
     """OfficeQA: ``variant: official`` (default) or ``variant: reference``."""
 
     name = "officeqa"
     Options = OfficeQAOptions
 
     def setup(self) -> None:
+        super().setup()
         o = self.options
-        if o.variant not in VARIANTS:
-            raise self.error(f'option "variant" must be official or reference, got {o.variant!r}')
-        if o.report not in REPORTS:
-            raise self.error(f'option "report" must be hard or soft, got {o.report!r}')
         if not 0.0 <= o.tolerance <= 1.0:
             raise self.error(f'option "tolerance" must be a fraction in [0, 1] (0.01 is 1 %), got {o.tolerance}')
         if o.tolerance and o.variant == "reference":
@@ -113,5 +110,5 @@ class OfficeQAScorer(Scorer):
             detail = f"answered {quote(answer)}, expected {quote(gold)}"
         if not output.strip():
             detail = f"no answer (the rollout ended without one); expected {quote(gold)}"
-        value = soft if self.options.report == "soft" else float(hard)
-        return Score(value, hard, f"{self.options.variant}: hard {int(hard)}, soft {soft:.2f}: {detail}")
+        score = self.result(hard, soft, detail)
+        return replace(score, feedback=f"{self.options.variant}: {score.feedback}")

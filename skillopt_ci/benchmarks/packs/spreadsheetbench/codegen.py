@@ -37,8 +37,8 @@ from skillopt_ci.core.errors import InputError, ProviderError
 from skillopt_ci.core.messages import Message
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout, Step
-from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace
-from skillopt_ci.envs.steps_text import render_steps
+from skillopt_ci.envs.base import BaseEnvironment, RolloutRequest, task_workspace, workspace_rollout
+from skillopt_ci.envs.chat import chat_messages
 from skillopt_ci.envs.toolbox import cap
 from skillopt_ci.models.base import Completion, ModelCaller, call_totals
 from skillopt_ci.sandbox import SandboxError, SandboxLimits, Workspace
@@ -124,22 +124,14 @@ class CodegenEnvironment(BaseEnvironment):
     Options = CodegenOptions
 
     def setup(self) -> None:
-        where = str(self.suite_dir / "suite.yaml")
-        for key in ("max_turns", "timeout_s", "memory_mb", "error_chars", "transcript_chars"):
-            if getattr(self.options, key) <= 0:
-                raise InputError(f"environment codegen: {key} must be positive, got {getattr(self.options, key)}",
-                                 where=where)
-        if self.options.keep_files_bytes < 0:
-            raise InputError("environment codegen: keep_files_bytes must be 0 or more", where=where)
+        self.check_sizes(("max_turns", "timeout_s", "memory_mb", "error_chars", "transcript_chars"))
         self.limits = SandboxLimits(wall_s=self.options.timeout_s, cpu_s=self.options.timeout_s,
                                     memory_mb=self.options.memory_mb,
                                     output_bytes=max(4 * self.options.error_chars, 4096))
 
     def messages(self, request: RolloutRequest) -> list[Message]:
         """The first turn: a pure function of the skill and the prompt."""
-        user = Message("user", f"{request.prompt.rstrip()}\n\n{RULES}")
-        system = request.skill.body.strip()
-        return [Message("system", system), user] if system else [user]
+        return chat_messages(request.skill, f"{request.prompt.rstrip()}\n\n{RULES}")
 
     async def run(self, request: RolloutRequest, models: ModelCaller) -> Rollout:
         cases = task_cases(request.task)
@@ -215,22 +207,7 @@ class CodegenEnvironment(BaseEnvironment):
             run.add("observation", head if ok else f"{head}\n{report}", is_error=not ok)
 
     def _rollout(self, request: RolloutRequest, workspace: Workspace, run: _Run) -> Rollout:
-        written = tuple(workspace.written_files())
-        if request.keep_dir is not None and written:
-            workspace.keep(request.keep_dir, self.options.keep_files_bytes)
-        if run.error is not None:
-            ending = f"[ended: {run.error['kind']}] {run.error['message']}"
-        else:
-            ending = f"[final program: {run.finish}, {len(run.completions)} turn(s)]"
-        return Rollout(
-            output=run.code,
-            steps=tuple(run.steps),
-            **call_totals(run.completions),
-            wall_s=time.monotonic() - run.started,
-            finish_reason=None if run.error else run.finish,
-            error=run.error,
-            transcript=render_steps(run.steps, ending, self.options.transcript_chars),
-            workspace=workspace.path,
-            files=written,
-            release=workspace.cleanup,
-        )
+        return workspace_rollout(request, workspace, self.options, run.steps,
+                                 f"[final program: {run.finish}, {len(run.completions)} turn(s)]", error=run.error,
+                                 output=run.code, **call_totals(run.completions), wall_s=time.monotonic() - run.started,
+                                 finish_reason=None if run.error else run.finish)
