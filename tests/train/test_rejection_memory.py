@@ -71,6 +71,15 @@ def test_procedural_reasons_are_unproven(reason):
     assert classify_rejection(reason).kind is RejectionKind.UNPROVEN
 
 
+def test_a_gain_too_small_to_accept_is_not_a_loss():
+    why = classify_rejection("rejected: +0.062 [-0.016, +0.141] paired over 24 tasks", validated=True,
+                             candidate_val=0.74, incumbent_val=0.68)
+    assert why.kind is RejectionKind.UNPROVEN
+    assert why.evidence == "validation 0.740 vs the incumbent's 0.680: higher, but not enough to be accepted"
+    tie = classify_rejection("validation does not beat", validated=True, candidate_val=0.68, incumbent_val=0.68)
+    assert tie.kind is RejectionKind.REFUTED
+
+
 def test_a_rejected_slow_update_block_and_an_inconclusive_gate_are_unproven():
     block = classify_rejection("rejected: -0.100", validated=True, candidate_val=0.6, incumbent_val=0.7, block=True)
     assert block.kind is RejectionKind.UNPROVEN

@@ -67,9 +67,10 @@ def classify_rejection(reason: str, *, validated: bool = False, candidate_val: f
                        pairs: tuple[int, int] | None = None) -> Rejection:
     """The one place that decides whether a dropped edit was refuted or is only unproven.
 
-    Refuted: the validation gate measured the candidate and it lost (``validated``; a rejected
-    slow-update ``block`` is not held against the optimizer's step edits), with the means as
-    evidence and how many edits were judged ``together``; or its paired re-runs against the
+    Refuted: the validation gate measured the candidate and it lost (``validated``, and it did not
+    score above the incumbent: one rejected for a gain too small to be significant is unproven; a
+    rejected slow-update ``block`` is not held against the optimizer's step edits), with the means
+    as evidence and how many edits were judged ``together``; or its paired re-runs against the
     incumbent (``pairs``: wins, losses over discordant pairs) were lost more often than won.
     Everything else (``pairs is None``, a procedural reason) is unproven, with ``reason`` as the
     evidence. Pure and deterministic.
@@ -77,6 +78,8 @@ def classify_rejection(reason: str, *, validated: bool = False, candidate_val: f
     if validated and not block:
         if candidate_val is not None and incumbent_val is not None:
             evidence = f"validation {candidate_val:.3f} vs the incumbent's {incumbent_val:.3f}"
+            if candidate_val > incumbent_val:  # better, only not by enough: not a loss
+                return Rejection(reason, RejectionKind.UNPROVEN, f"{evidence}: higher, but not enough to be accepted")
         elif incumbent_val is not None:
             evidence = f"validation did not beat the incumbent's {incumbent_val:.3f}"
         else:
