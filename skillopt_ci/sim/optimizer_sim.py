@@ -22,7 +22,8 @@ trajectories (``category should be security, not question``, ``priority should b
 * **success reflection** — no edits, or (one prompt in three) a harmless consolidating line that
   the simulated target ignores.
 * **slow update** — a few general lines of durable guidance the target ignores.
-* **meta skill** — two or three lines summarising which kinds of edits were accepted.
+* **meta skill** — two or three lines summarising which kinds of edits were accepted (edits
+  dropped unmeasured teach nothing and are not counted).
 
 The sales-analysis example (a ``tools`` suite, target :mod:`skillopt_ci.sim.analyst`) goes
 through the same steps: its scorer's feedback names the trap a failed answer fell into
@@ -156,9 +157,9 @@ class OptimizerSim:
 
     def meta(self, prompt: str) -> dict[str, Any]:
         log = fenced_after(prompt, "Each line says whether") or ""
-        entries = re.findall(r"^- (accepted|rejected): (\w+)", log, re.M)
+        entries = re.findall(r"^- (accepted|rejected|measured and lost): (\w+)", log, re.M)
         accepted = Counter(op for verdict, op in entries if verdict == "accepted")
-        rejected = Counter(op for verdict, op in entries if verdict == "rejected")
+        rejected = Counter(op for verdict, op in entries if verdict != "accepted")  # dropped unmeasured: no lesson
         adds = ("append", "insert", "replace")
         lines = [f"Adding or completing a rule backed by several failures was accepted "
                  f"{sum(accepted[o] for o in adds)} times and rejected {sum(rejected[o] for o in adds)} times."]

@@ -49,6 +49,7 @@ from skillopt_ci.models.budget import BudgetReached
 from skillopt_ci.train.credit import CreditAssigner
 from skillopt_ci.train.evaluate import BudgetExhausted, BudgetMeter, StageEvaluator
 from skillopt_ci.train.gate import GateResult, ValidationGate, fmt
+from skillopt_ci.train.gate_result import Verdict
 from skillopt_ci.train.history import (
     CreditNote,
     Decision,
@@ -62,7 +63,9 @@ from skillopt_ci.train.history import (
 from skillopt_ci.train.optimizer import (
     EpochEdit,
     OptimizerBuffer,
+    Rejection,
     categorize,
+    classify_rejection,
     edit_budget,
     slow_update,
     update_meta_skill,
@@ -201,10 +204,12 @@ class Trainer:
             screen = self.screener.screen(record.step, state.epoch * self.steps_per_epoch + state.step,
                                           incumbent_text, proposed)
             record, marks = replace(record, screen=screen.note), (*marks, self.meter.reading())
-            self.reject(state, [e.edit for e in screen.dropped], [e.reason for e in screen.dropped])
+            # ``pairs`` (wins, losses over discordant paired re-runs) where screening records them
+            self.reject(state, [e.edit for e in screen.dropped],
+                        [classify_rejection(e.reason, pairs=getattr(e, "pairs", None)) for e in screen.dropped])
             if not screen.passed:
                 kept = [e for e in screen.applied if e not in [d.edit for d in screen.dropped]]
-                self.reject(state, kept, [screen.note.reason] * len(kept))
+                self.reject(state, kept, [classify_rejection(screen.note.reason)] * len(kept))
                 self.finish(state, record, Decision.REJECTED, screen.note.reason, marks)
                 return
             candidate_text, applied = screen.text, list(screen.applied)
@@ -226,7 +231,8 @@ class Trainer:
             if note.pruned:
                 write_atomic(step_dir / "candidate.md", credit.text)
                 write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, credit.text))
-                self.reject(state, [r.edit for r in note.removed], [r.reason for r in note.removed])
+                self.reject(state, [r.edit for r in note.removed],  # left out on validation: measured
+                            [classify_rejection(r.reason, validated=True) for r in note.removed])
                 result = replace(result, candidate_val=credit.pruned_val, candidate_samples=None,
                                  reason=f"{result.reason}; kept {len(credit.kept)} of {len(applied)} edits "
                                         f"(validation {fmt(credit.pruned_val)} without the others)")
@@ -234,11 +240,15 @@ class Trainer:
                 val_dir = f"steps/{record.step}/credit/pruned"  # the kept skill's own validation results
         self.conclude(state, record, result, candidate_text, applied, marks, val_dir)
 
-    def reject(self, state: TrainState, edits: Sequence[Edit], reasons: Sequence[str]) -> None:
-        """Tell the optimizer's memory that ``edits`` lost (the buffer keeps the first reason)."""
+    def reject(self, state: TrainState, edits: Sequence[Edit], rejections: Sequence[Rejection]) -> None:
+        """Tell the optimizer's memory that ``edits`` were dropped, each with its rejection (refuted
+        or unproven, and the evidence)."""
+        buffer = state.buffer or OptimizerBuffer()
+        for edit, why in zip(edits, rejections, strict=True):
+            buffer = buffer.with_rejected([edit], why)
         if edits:
-            state.buffer = (state.buffer or OptimizerBuffer()).with_rejected(edits, reasons[0])
-        state.epoch_log += [EpochEdit(e, False, r) for e, r in zip(edits, reasons, strict=True)]
+            state.buffer = buffer
+        state.epoch_log += [EpochEdit(e, False, r.reason, r.kind) for e, r in zip(edits, rejections, strict=True)]
 
     def conclude(self, state: TrainState, record: StepRecord, result: GateResult, candidate_text: str,
                  edits: Sequence[Edit], marks: Sequence[StageSpend], val_dir: str | None = None) -> StepRecord:
@@ -254,7 +264,11 @@ class Trainer:
             record = replace(record, candidate_version=version.number)
             state.epoch_log += [EpochEdit(e, True, result.reason) for e in edits]
         else:
-            self.reject(state, edits, [result.reason] * len(edits))
+            measured = result.verdict in (Verdict.REJECTED, Verdict.EARLY_REJECTED)  # not inconclusive
+            why = classify_rejection(result.reason, validated=measured, candidate_val=result.candidate_val,
+                                     incumbent_val=result.incumbent_val, together=len(edits),
+                                     block=record.kind is StepKind.SLOW_UPDATE)
+            self.reject(state, edits, [why] * len(edits))
         return self.finish(state, record, result.verdict.decision, result.reason, marks, result)
 
     def finish(self, state: TrainState, record: StepRecord, decision: Decision, reason: str,

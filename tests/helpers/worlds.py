@@ -11,8 +11,10 @@ with each of those assumptions made a setting:
 - ``right_fix``: how often a failure reflection proposes the right rule for a failed kind; the
   rest of the time it proposes a near miss for that kind (a rule about it that changes nothing);
 - ``obey_memory``: how often it heeds the rejection memory shown in the prompt ("## Memory of this
-  epoch"): 0 ignores it, 1 never re-proposes a rule the memory lists (whatever the reason it was
-  dropped), 0.5 skips a listed rule half the time;
+  epoch"): 0 ignores it, 1 never re-proposes a rule the memory says not to repeat (its "measured
+  and lost" section, as a careful optimizer reads it), 0.5 skips such a rule half the time;
+- ``literal_memory``: the pessimistic reader: it heeds *every* rule the memory quotes, also those
+  it says may be proposed again;
 - ``latent_harm``: harmful rules are only proposed against kinds the skill does not cover yet, so
   validation cannot see them until the victim's own rule arrives (and then that rule fixes nothing);
 - ``success_fix``: how often a success reflection proposes the rule of a kind that passed by luck;
@@ -59,6 +61,7 @@ from skillopt_ci.sim.reflection_prompt import (
     max_edits,
     parse_trajectories,
 )
+from skillopt_ci.train.optimizer.buffer import REFUTED_HEADING, UNPROVEN_HEADING
 
 TARGET_MODEL = "noisy-target-1"
 OPTIMIZER_MODEL = "noisy-optimizer-1"
@@ -111,6 +114,7 @@ class World:
     p_uncovered: float = 0.1
     right_fix: float = 1.0
     obey_memory: float = 0.0
+    literal_memory: bool = False
     latent_harm: bool = False
     harmful_share: int = 25
     useless_share: int = 25
@@ -219,8 +223,11 @@ class WorldOptimizer:
         return "```json\n" + json.dumps(answer, indent=2) + "\n```"
 
     def heeds(self, prompt: str, rule: str) -> bool:
-        """Whether this reflection leaves ``rule`` out because the memory lists it."""
+        """Whether this reflection leaves ``rule`` out because the memory says not to repeat it
+        (with ``literal_memory``: because the memory quotes it at all)."""
         memory = between(prompt, MEMORY_START, MEMORY_END)
+        if not self.world.literal_memory:
+            memory = between(memory, REFUTED_HEADING, UNPROVEN_HEADING)
         return listed_in(memory, rule) and chance(self.world.name, "obey", prompt, rule) < self.world.obey_memory
 
     def fixes(self, prompt: str, skill: str, kinds: Counter[str]) -> list[tuple[str, str]]:
@@ -332,8 +339,10 @@ WORLDS: dict[str, World] = {w.name: w for w in (
           latent_harm=True, harmful_share=60, harm_alone=True, success_fix=0.3, fixes_per_reflection=3, n_train=40),
     World("fix-0.5", "the right fix half the time", right_fix=0.5),
     World("fix-0.25", "the right fix one time in four", right_fix=0.25),
-    World("memory-strict", "the right fix half the time; never re-proposes a rule the memory lists",
-          right_fix=0.5, obey_memory=1.0),
+    World("memory-strict", "the right fix half the time; never re-proposes a rule the memory says was measured "
+          "and lost", right_fix=0.5, obey_memory=1.0),
+    World("memory-literal", "the right fix half the time; never re-proposes any rule the memory quotes, even one "
+          "it says may be proposed again", right_fix=0.5, obey_memory=1.0, literal_memory=True),
     World("latent-harm", "harmful rules break only kinds not covered yet, proposed 4 times in 10",
           latent_harm=True, harmful_share=40),
     World("base-0.3", "target 0.9 on a covered kind, 0.3 on an uncovered one", p_uncovered=0.3),

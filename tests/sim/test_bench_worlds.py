@@ -22,7 +22,12 @@ from helpers.worlds import (
 from skillopt_ci.core.edits import Edit
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.inputs.suite import load_suite
-from skillopt_ci.train.optimizer import OptimizerBuffer, ReflectionContext, read_proposal
+from skillopt_ci.train.optimizer import (
+    OptimizerBuffer,
+    ReflectionContext,
+    classify_rejection,
+    read_proposal,
+)
 from skillopt_ci.train.optimizer.reflect import FAILURE, reflection_messages
 
 
@@ -72,17 +77,30 @@ def test_the_optimizer_proposes_the_right_fix_at_its_rate(right_fix, low, high):
     assert all(text.startswith("For billing cases,") for text in misses)
 
 
-def test_a_strict_optimizer_never_reproposes_a_rule_the_memory_lists_and_one_that_ignores_it_does():
+def test_a_strict_optimizer_never_reproposes_a_rule_the_memory_refutes_and_one_that_ignores_it_does():
     strict = World("strict", "", obey_memory=1.0, harmful_share=0, useless_share=0)
     ignoring = World("ignoring", "", obey_memory=0.0, harmful_share=0, useless_share=0)
     rule = strict.good_rules["billing"]
-    buffer = OptimizerBuffer().with_rejected([Edit("append", text=f"- {rule}")], "fixed none of the failures (1 sample)")
+    lost = classify_rejection("validation does not beat", validated=True, candidate_val=0.5, incumbent_val=0.6)
+    buffer = OptimizerBuffer().with_rejected([Edit("append", text=f"- {rule}")], lost)
     assert all(proposed(strict, SEED_SKILL, ["billing"], str(i)) == [rule] for i in range(20))  # no memory yet
     assert not any(rule in proposed(strict, SEED_SKILL, ["billing", "billing"], str(i), buffer) for i in range(50))
     assert all(proposed(ignoring, SEED_SKILL, ["billing"], str(i), buffer) == [rule] for i in range(20))
     half = World("half", "", obey_memory=0.5, harmful_share=0, useless_share=0)
     heeded = sum(rule not in proposed(half, SEED_SKILL, ["billing"], str(i), buffer) for i in range(100))
     assert 30 <= heeded <= 70
+
+
+def test_a_careful_optimizer_reproposes_an_unproven_rule_and_a_literal_one_does_not():
+    careful = WORLDS["memory-strict"]
+    literal = WORLDS["memory-literal"]
+    assert literal.literal_memory and literal.obey_memory == 1.0 and literal.right_fix == 0.5
+    rule = careful.good_rules["billing"]
+    buffer = OptimizerBuffer().with_rejected([Edit("append", text=f"- {rule}")],
+                                             classify_rejection("screened out alone: fixed none of 1 training failures"))
+    again = sum(rule in proposed(careful, SEED_SKILL, ["billing"], str(i), buffer) for i in range(100))
+    assert 30 <= again <= 70  # its right-fix rate, as with no memory at all
+    assert not any(rule in proposed(literal, SEED_SKILL, ["billing"], str(i), buffer) for i in range(100))
 
 
 def test_latent_harm_only_targets_kinds_the_skill_does_not_cover_yet():

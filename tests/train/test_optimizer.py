@@ -398,7 +398,7 @@ def test_buffer_round_trips_and_renders():
                              "candidate scored 0.42, incumbent 0.46")
               .with_failures(["t1"]).with_failures(["t1", "t2"]))
     data = json.loads(json.dumps(buffer.to_dict()))
-    assert OptimizerBuffer.from_dict(data) == buffer and data["schema_version"] == 1
+    assert OptimizerBuffer.from_dict(data) == buffer and data["schema_version"] == 2
     text = buffer.render()
     assert ('replace "- The default priority is P3." with "- The default priority is P2.": '
             "candidate scored 0.42, incumbent 0.46") in text

@@ -6,7 +6,13 @@ validation error, then skipped (recorded as an error), never applied.
 """
 
 from skillopt_ci.train.optimizer.ask import Answer, ask_json
-from skillopt_ci.train.optimizer.buffer import OptimizerBuffer, RejectedEdit
+from skillopt_ci.train.optimizer.buffer import (
+    OptimizerBuffer,
+    RejectedEdit,
+    Rejection,
+    RejectionKind,
+    classify_rejection,
+)
 from skillopt_ci.train.optimizer.merge import merge_proposals
 from skillopt_ci.train.optimizer.meta import EpochEdit, MetaResult, update_meta_skill
 from skillopt_ci.train.optimizer.proposals import (
@@ -43,12 +49,15 @@ __all__ = [
     "ProposalError",
     "ReflectionContext",
     "RejectedEdit",
+    "Rejection",
+    "RejectionKind",
     "SlowUpdateInput",
     "SlowUpdateResult",
     "TaskChange",
     "ask_json",
     "block_content",
     "categorize",
+    "classify_rejection",
     "edit_budget",
     "merge_proposals",
     "parse_proposal",

@@ -2,7 +2,8 @@
 
 At an epoch boundary the optimizer reads the epoch's edits — accepted or rejected, and why — and
 rewrites a few lines of advice to itself ("adding a missing keyword rule helped; broad catch-all
-rules were rejected"). The meta skill is shown to later reflections only; it never enters the
+rules were measured and lost"). A rejected edit is marked refuted (measured and lost) or unproven
+(dropped before anything measured it), so one unlucky sample does not become a lesson. The meta skill is shown to later reflections only; it never enters the
 deployed skill.
 """
 
@@ -10,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+from skillopt_ci.core import codec
 from skillopt_ci.core.codec import Record
 from skillopt_ci.core.edits import Edit
 from skillopt_ci.core.text import clip, fence
 from skillopt_ci.models.base import Message, ModelCaller, Usage
 from skillopt_ci.prompts.render import render_template
 from skillopt_ci.train.optimizer.ask import ask_json, text_reply
-from skillopt_ci.train.optimizer.buffer import describe_edit
+from skillopt_ci.train.optimizer.buffer import RejectionKind, describe_edit
 from skillopt_ci.train.optimizer.proposals import ProposalError, extract_json_object
 from skillopt_ci.train.optimizer.reflect import render_meta_skill, system_prompt
 
@@ -30,12 +32,22 @@ MAX_LOG_ENTRIES = 40
 
 @dataclass(frozen=True)
 class EpochEdit(Record):
-    """One edit tried this epoch: ``accepted`` by the gate or not, and ``reason`` (the gate's
-    sentence: the score change or why it was rejected)."""
+    """One edit tried this epoch: ``accepted`` by the gate or not, ``reason`` (the gate's
+    sentence: the score change or why it was rejected) and, for a rejected edit, its ``kind``
+    (``None`` in logs written before kinds existed)."""
 
     edit: Edit
     accepted: bool
     reason: str = ""
+    kind: Annotated[RejectionKind | None, codec.OMIT_NONE] = None
+
+    @property
+    def outcome(self) -> str:
+        if self.accepted:
+            return "accepted"
+        if self.kind is RejectionKind.REFUTED:
+            return "measured and lost"
+        return "dropped unmeasured" if self.kind is RejectionKind.UNPROVEN else "rejected"
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,7 @@ class MetaResult:
 def render_epoch_log(entries: Sequence[EpochEdit]) -> str:
     shown = entries[-MAX_LOG_ENTRIES:]
     lines = [
-        f"- {'accepted' if e.accepted else 'rejected'}: {describe_edit(e.edit)} "
+        f"- {e.outcome}: {describe_edit(e.edit)} "
         f"(from a {e.edit.source} reflection, support {e.edit.support}) — {clip(e.reason, 200)}"
         for e in shown
     ]
