@@ -33,9 +33,11 @@ def target_calls(pool: ModelPool) -> int:
 
 
 def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float | None, refused: BudgetReached | None = None,
-                unkept_usd: float = 0.0) -> str | None:
+                unkept_usd: float = 0.0, in_flight: int = 0) -> str | None:
     """Which budget, if any, is used up (or refused the call ``refused``), as one line with the
-    true spend (``elapsed`` ``None``: the wall time is not looked at); ``unkept_usd`` is what rollouts that kept no result spent (stopped mid-way)."""
+    true spend (``elapsed`` ``None``: the wall time is not looked at); ``unkept_usd`` is what rollouts that kept no result spent (stopped mid-way).
+    ``in_flight`` rollouts count one target call each against ``max_target_calls`` (a one-call
+    rollout then never passes it; a multi-turn one may, by its later turns)."""
     spent = pool.total_spend()
     tokens = (spent.usage.input_tokens or 0) + (spent.usage.output_tokens or 0)
     if budgets.max_tokens is not None and (tokens >= budgets.max_tokens or (refused and refused.kind == "token")):
@@ -49,7 +51,7 @@ def budget_stop(pool: ModelPool, budgets: Budgets, elapsed: float | None, refuse
                     "(their answers are cached for the resume)")
         return f"dollar budget reached ({usd(spent.cost_usd)} spent of ${budgets.max_dollars}{why})"
     calls = target_calls(pool)
-    if budgets.max_target_calls is not None and calls >= budgets.max_target_calls:
+    if budgets.max_target_calls is not None and calls + in_flight >= budgets.max_target_calls:
         return f"target-call budget reached ({calls} of {budgets.max_target_calls} target calls)"
     if budgets.max_wall_seconds is not None and elapsed is not None and elapsed >= budgets.max_wall_seconds:
         return f"wall-time budget reached ({elapsed:.0f}s of {budgets.max_wall_seconds}s)"

@@ -177,6 +177,7 @@ class Trainer:
                     if planned:
                         state.stopped, state.phase = planned, "test"
                         self.log(planned)
+                        self.checkpoint(state)  # a resume starts at the test, as the disk says
                     # what the final test needs is held back from every evaluation before it
                     self.meter.held = self.plan.test if self.plan and state.phase != "test" else 0
                     phase = state.phase
