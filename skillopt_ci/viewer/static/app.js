@@ -440,11 +440,11 @@
     if (points.length < 2) return null;
     const shown = points.filter((p, i) => i === 0 || i === points.length - 1 || p.version !== points[i - 1].version);
     const counted = points.some((p) => p.calls);
-    return [el("h3", { text: "Best so far" + (counted ? " by target calls" : " by step")
+    return el("div", { class: "curve-box" }, el("h3", { text: "Best so far" + (counted ? " by target calls" : " by step")
       + (missing(budget) ? "" : ` (of ${fmt.int(budget)})`) }),
     table(["after", "target calls", "best version", "val"],
       shown.map((p) => [p.step, counted ? fmt.int(p.calls) : "—", skillKey(p.version), fmt.score(p.val)]),
-      { id: "best-so-far" })];
+      { id: "best-so-far" }));
   }
 
   function trainSummary(bundle) {
@@ -480,7 +480,7 @@
         + (best.number ? "" : " · the best skill is still the baseline")),
       spendTable(s ? s.tokens_by_stage || {} : stageSpend(t.history), spent),
       curveTable(bundle),
-    ].flat();
+    ];
   }
 
   // ---- training: chart, steps, step detail ----------------------------------------------------
