@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
+from itertools import pairwise
 
 import pytest
 import yaml
@@ -52,7 +53,7 @@ def test_budget_stops_the_steps_and_still_tests_the_best_skill(tmp_path, sim):
     curve = s["best_so_far"]
     assert [p["step"] for p in curve] == ["baseline", *(r.step for r in state.history)]
     assert curve[0]["calls"] == state.baseline_calls > 0
-    assert all(a["calls"] < b["calls"] for a, b in zip(curve, curve[1:]))
+    assert all(a["calls"] < b["calls"] for a, b in pairwise(curve))
     assert curve[-1]["version"] == state.incumbent and curve[-1]["calls"] <= BUDGET - 24  # 24: the test
     line = f"Best so far by target calls (of {BUDGET}): {curve[0]['calls']} → val"
     assert line in res.out  # the terminal table (also the Action's job summary)
