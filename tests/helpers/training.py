@@ -51,14 +51,14 @@ def _train_process(project: Path, out: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-def kill_and_resume(server: ScriptedModelServer, tmp_path: Path, kill_at: int, train_options: dict | None = None,
-                    **config) -> tuple[Path, TrainState]:
+def kill_and_resume(server: ScriptedModelServer, tmp_path: Path, kill_at: int, train_options: dict | None = None
+                    ) -> tuple[Path, TrainState]:
     """A training run in its own process, SIGKILLed once the server has answered ``kill_at``
     calls, then run again to its end: (the run directory, its final state). The kill must cut the
     run short (still running, ended by the signal, no outputs written) and leave the resumed run
     model calls to make, or the resume would prove nothing."""
     project = train_project(tmp_path / f"k{kill_at}", server.openai_base_url, cache={"mode": "off"},
-                            train=train_options, **config)
+                            train=train_options)
     out = tmp_path / f"k{kill_at}-run"
     server.reset()
     proc = _train_process(project, out)
