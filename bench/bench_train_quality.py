@@ -28,12 +28,14 @@ right fix, whether it obeys the rejection memory, latent harmful rules, base rat
 than a minibatch holds), one section each, with the same figures plus the best-so-far test: the
 true test accuracy of the skill that was best (the incumbent in the run's state.json) when the
 run had made 25 %, 50 % and 100 % of --budget training target calls (a run that ended earlier
-counts its final best). Then the A/A calibration: worlds where every edit is useless and every
+counts its final best). Each run is given budgets.max_target_calls = --budget plus what its final
+test needs (baseline and best on the test split), so the trainer plans within --budget training
+calls itself (--unlimited: no budget, the marks only watch). Then the A/A calibration: worlds where every edit is useless and every
 task passes with the same probability (0.1 to 0.9), and the fraction of decided steps that
 accepted. Last, the worst world per figure (over the worlds that ran "defaults").
 
 Run: python bench/bench_train_quality.py [--seeds 20] [--worlds noisy,independent,aa]
-       [--configs defaults,sequential] [--budget 530] [--jobs N]
+       [--configs defaults,sequential] [--budget 530] [--unlimited] [--jobs N]
 ("aa" stands for every A/A world; --configs defaults to all configurations on the noisy world and
 "defaults" elsewhere.)
 """
@@ -54,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_ci.core.edits import EditCaps, apply_edits
-from skillopt_ci.inputs.config import TrainPolicy
+from skillopt_ci.inputs.config import Budgets, TrainPolicy
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.sim.server import ScriptedModelServer
 from skillopt_ci.train.entry import TrainRequest, run_training
@@ -161,7 +163,8 @@ class BudgetWatch:
         return self.models(request)
 
 
-def train_once(bench: Bench, overrides: dict[str, Any], seed: int, concurrency: int, budget: int) -> RunResult:
+def train_once(bench: Bench, overrides: dict[str, Any], seed: int, concurrency: int, budget: int,
+               limited: bool = True) -> RunResult:
     with tempfile.TemporaryDirectory(dir=TMP) as tmp:
         root = Path(tmp)
         files = bench.write(root, seed)
@@ -171,6 +174,9 @@ def train_once(bench: Bench, overrides: dict[str, Any], seed: int, concurrency: 
         with ScriptedModelServer(watch) as server:
             policy = dataclasses.replace(TrainPolicy(), seed=seed, **overrides)
             config = world.world_config(server.openai_base_url, root, files, policy, concurrency)
+            if limited:  # the final test (baseline and best, one sample per task) on top of the training budget
+                reserve = 2 * len(suite.tasks("test")) * (policy.repeats or suite.repeats)
+                config = dataclasses.replace(config, budgets=Budgets(max_target_calls=budget + reserve))
             started = time.perf_counter()
             outcome = run_training(config, TrainRequest(skill=world.SKILL_NAME, out=root / "run"), log=lambda line: None,
                                    session_options={"show_progress": False})
@@ -233,9 +239,9 @@ def proposed_candidate(run: Path, record: Any, incumbent: str) -> str | None:
     return validated.read_text(encoding="utf-8") if validated.exists() else None
 
 
-def _job(args: tuple[str, str, int, int, int]) -> tuple[str, str, int, RunResult]:
-    bench, name, seed, concurrency, budget = args
-    return bench, name, seed, train_once(BENCHES[bench], CONFIGS[name], seed, concurrency, budget)
+def _job(args: tuple[str, str, int, int, int, bool]) -> tuple[str, str, int, RunResult]:
+    bench, name, seed, concurrency, budget, limited = args
+    return bench, name, seed, train_once(BENCHES[bench], CONFIGS[name], seed, concurrency, budget, limited)
 
 
 def report(name: str, runs: list[RunResult]) -> str:
@@ -348,6 +354,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--configs", default=None, help=f"comma-separated, from: {', '.join(CONFIGS)} "
                     "(default: all on the noisy world, defaults elsewhere)")
     ap.add_argument("--budget", type=int, default=BUDGET, help="training target calls (best so far at 25/50/100%%)")
+    ap.add_argument("--unlimited", action="store_true",
+                    help="do not give the runs budgets.max_target_calls (the marks only watch)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs in parallel (processes)")
     ap.add_argument("--concurrency", type=int, default=8, help="model calls in flight per run (the project default)")
     args = ap.parse_args()
@@ -372,7 +380,7 @@ def main() -> None:
     started = time.perf_counter()
     results: dict[tuple[str, str], list[RunResult]] = {(w, c): [] for w, cs in plan.items() for c in cs
                                                        if not missing_options(CONFIGS[c])}
-    jobs = [(w, c, seed, args.concurrency, args.budget) for (w, c) in results for seed in range(args.seeds)]
+    jobs = [(w, c, seed, args.concurrency, args.budget, not args.unlimited) for (w, c) in results for seed in range(args.seeds)]
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
         for w, name, _seed, result in pool.map(_job, jobs):
             results[(w, name)].append(result)
@@ -392,7 +400,8 @@ def print_worlds(plan: dict[str, list[str]], results: dict[tuple[str, str], list
     and the worst world per figure for the defaults."""
     table: dict[str, Figures] = {}
     aa: dict[str, Figures] = {}
-    print(f"\nworlds: {args.seeds} seeds each, budget {args.budget} training target calls")
+    limit = "watched only" if args.unlimited else "each run given it as budgets.max_target_calls, plus its test"
+    print(f"\nworlds: {args.seeds} seeds each, budget {args.budget} training target calls ({limit})")
     for w, configs in plan.items():
         bench = BENCHES[w]
         if w in worlds.AA_WORLDS:

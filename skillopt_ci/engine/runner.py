@@ -247,7 +247,7 @@ class _Workers:
         for task, repeat in self.queue:
             if self.stop:
                 return
-            reason = budget_stop(self.pool, self.budgets, self.clock() - self.started)
+            reason = budget_stop(self.pool, self.budgets, self.clock() - self.started, in_flight=self.in_flight)
             if reason:
                 self.stop_for_budget(reason)
                 return

@@ -93,6 +93,7 @@ class Budgets:
     max_tokens: int | None = None
     max_dollars: float | None = None
     max_wall_seconds: float | None = None
+    max_target_calls: int | None = None  # target-model calls sent (a cache hit is not sent, so not counted)
 
 
 @dataclass(frozen=True)

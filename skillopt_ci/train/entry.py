@@ -66,6 +66,7 @@ def _budgets(config: Config, request: TrainRequest) -> Budgets:
         max_tokens=request.max_tokens if request.max_tokens is not None else b.max_tokens,
         max_dollars=request.max_dollars if request.max_dollars is not None else b.max_dollars,
         max_wall_seconds=request.max_wall_seconds if request.max_wall_seconds is not None else b.max_wall_seconds,
+        max_target_calls=b.max_target_calls,
     )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.skill import Skill, parse_skill
+from skillopt_ci.engine.budgets import target_calls
 from skillopt_ci.engine.evaluation import EvalSession, make_plan
 from skillopt_ci.engine.runner import EvalOutcome
 from skillopt_ci.inputs.config import Budgets
@@ -58,6 +59,7 @@ class BudgetMeter:
     before: Spend = field(default_factory=Spend)
     started: float = field(default=0.0, init=False)
     cancelled: Callable[[], int] = lambda: 0  # this process's cancelled rollouts (the evaluator's count)
+    held: int = 0  # target calls kept back from the next evaluation (training's reserve for its test)
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -75,6 +77,7 @@ class BudgetMeter:
             cost_known=base.cost_known and pool.cost_known,
             wall_time_s=round(base.wall_time_s + self.clock() - self.started, 3),
             cancelled_rollouts=base.cancelled_rollouts + self.cancelled(),
+            target_calls=base.target_calls + target_calls(self.session.pool),
         )
 
     def remaining(self) -> Budgets:
@@ -85,6 +88,8 @@ class BudgetMeter:
             max_dollars=None if b.max_dollars is None else b.max_dollars - before.cost_usd,
             max_wall_seconds=None if b.max_wall_seconds is None
             else b.max_wall_seconds - before.wall_time_s - (self.clock() - self.started),
+            max_target_calls=None if b.max_target_calls is None
+            else b.max_target_calls - before.target_calls - self.held,
         )
 
     def exhausted(self) -> str | None:
@@ -94,6 +99,8 @@ class BudgetMeter:
             return f"token budget reached ({spent.tokens} of {b.max_tokens})"
         if b.max_dollars is not None and spent.cost_usd >= b.max_dollars:
             return f"dollar budget reached (${spent.cost_usd:.4f} of ${b.max_dollars})"
+        if b.max_target_calls is not None and spent.target_calls >= b.max_target_calls:
+            return f"target-call budget reached ({spent.target_calls} of {b.max_target_calls} target calls)"
         if b.max_wall_seconds is not None and spent.wall_time_s >= b.max_wall_seconds:
             return f"wall-time budget reached ({spent.wall_time_s:.0f}s of {b.max_wall_seconds}s)"
         return None
@@ -109,7 +116,7 @@ class BudgetMeter:
         """This process's model spend so far (stage spend is the difference of two readings)."""
         total = self.session.pool.total_spend()
         return StageSpend(total.usage.input_tokens or 0, total.usage.output_tokens or 0,
-                          total.cost_usd if total.cost_known else None)
+                          total.cost_usd if total.cost_known else None, target_calls(self.session.pool))
 
 
 @dataclass

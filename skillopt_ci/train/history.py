@@ -39,16 +39,20 @@ class StepKind(str, Enum):
 
 @dataclass(frozen=True)
 class StageSpend(Record):
-    """Tokens and cost one stage (rollout, reflect, validation) of a step used; ``cost_usd`` is
-    ``None`` when a price is unknown. Also used as a running total (a meter reading)."""
+    """Tokens, cost and target-model calls one stage (rollout, reflect, validation) of a step
+    used; ``cost_usd`` is ``None`` when a price is unknown. Also used as a running total (a meter
+    reading). ``target_calls`` counts calls sent (a cached answer is not a call); files written
+    before it existed load with 0, and it is left out when 0."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
+    target_calls: Annotated[int, codec.OMIT_EMPTY] = 0
 
     def minus(self, before: StageSpend) -> StageSpend:
         cost = None if self.cost_usd is None or before.cost_usd is None else round(self.cost_usd - before.cost_usd, 6)
-        return StageSpend(self.input_tokens - before.input_tokens, self.output_tokens - before.output_tokens, cost)
+        return StageSpend(self.input_tokens - before.input_tokens, self.output_tokens - before.output_tokens, cost,
+                          self.target_calls - before.target_calls)
 
 
 

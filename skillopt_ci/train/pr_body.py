@@ -21,7 +21,7 @@ from skillopt_ci.render.markdown import (
     neutralize_mentions,
 )
 from skillopt_ci.train.records import AcceptedEdit, SplitComparison, TrainingSummary
-from skillopt_ci.train.report import cancelled_line, no_skill_lines
+from skillopt_ci.train.report import cancelled_line, curve_line, no_skill_lines, stopped_line
 
 BODY_LIMIT = 65_536
 TITLE_LIMIT = 256
@@ -167,6 +167,7 @@ def run_section(summary: TrainingSummary, run_url: str | None, artifact_hint: st
     if not s.complete:
         why = f" ({escape_inline(s.stopped, 120)})" if s.stopped else ""
         lines.append(f"- The run stopped early{why}: this is the best skill it found so far.")
+    lines += [f"- {escape_inline(line, 1000)}" for line in (stopped_line(s), curve_line(s)) if line]
     where = f"[Workflow run]({run_url})" if run_url else "Workflow run: not available"
     if artifact_hint:  # ours, not a model's: kept as markdown, only markers and mentions defused
         where += " — " + neutralize_mentions(defuse_comments(_one_line(artifact_hint, 300)))

@@ -58,6 +58,18 @@ class StepPoint(Record):
 
 
 @dataclass(frozen=True)
+class CurvePoint(Record):
+    """One point of the best-so-far curve: after ``step``, ``calls`` target calls spent by the run
+    (the baseline's validation and the steps so far; 0 per step in runs recorded before calls were
+    counted), the incumbent ``version`` and its validation mean ``val``."""
+
+    step: str
+    calls: int
+    version: int
+    val: float | None
+
+
+@dataclass(frozen=True)
 class TrainingSummary(Record):
     JSON_HEAD: ClassVar = {"schema_version": TRAIN_SUMMARY_SCHEMA_VERSION, "kind": "train"}
 
@@ -88,3 +100,7 @@ class TrainingSummary(Record):
     # --baseline none: per split ("val", "test"), core.baseline.SkillWorth.to_dict() of the best skill
     no_skill: Annotated[dict[str, dict[str, Any]] | None, codec.OMIT_NONE] = None
     cancelled_rollouts: int = 0  # cut off in flight by early stopping (a provider may still bill them)
+    # The best skill so far after every step, against budgets.max_target_calls when it is set.
+    best_so_far: Annotated[tuple[CurvePoint, ...], codec.OMIT_EMPTY] = ()
+    max_target_calls: Annotated[int | None, codec.OMIT_NONE] = None
+    target_calls: Annotated[int, codec.OMIT_EMPTY] = 0  # sent by the whole run (the test included)

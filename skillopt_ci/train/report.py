@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from skillopt_ci.render.eval_report import fmt_cost, fmt_score
 from skillopt_ci.render.markdown import code_block, escape_inline
-from skillopt_ci.train.records import SplitComparison, TrainingSummary
+from skillopt_ci.train.records import CurvePoint, SplitComparison, TrainingSummary
 from skillopt_ci.train.state import TrainState
 
 
@@ -28,6 +28,33 @@ def no_skill_lines(summary: TrainingSummary) -> list[str]:
             for split, worth in (summary.no_skill or {}).items()]
 
 
+def curve_points(summary: TrainingSummary, max_points: int = 12) -> list[CurvePoint]:
+    """The best-so-far points worth showing: the baseline, every change of the best skill and the
+    last step (at most ``max_points``, the latest kept)."""
+    points = list(summary.best_so_far)
+    shown = [p for i, p in enumerate(points) if i == 0 or i == len(points) - 1 or p.version != points[i - 1].version]
+    return shown if len(shown) <= max_points else [shown[0], *shown[-(max_points - 1):]]
+
+
+def curve_line(summary: TrainingSummary) -> str:
+    """The best-so-far curve in one line: "Best so far by target calls (of 265): 40 → val 0.620 (v0),
+    120 → val 0.710 (v1)"; by step in a run recorded before target calls were counted; "" without steps."""
+    points = curve_points(summary)
+    if len(points) < 2:
+        return ""
+    counted = any(p.calls for p in summary.best_so_far)
+    budget = f" (of {summary.max_target_calls})" if summary.max_target_calls is not None else ""
+    items = ", ".join(f"{p.calls if counted else p.step} → val {fmt_score(p.val)} (v{p.version})" for p in points)
+    return f"Best so far by {'target calls' + budget if counted else 'step'}: {items}"
+
+
+def stopped_line(summary: TrainingSummary) -> str:
+    """A finished run that stopped stepping early (its budget's plan), or ``""``."""
+    if summary.complete and summary.stopped:
+        return f"Steps stopped early, then the best skill was tested: {summary.stopped}"
+    return ""
+
+
 def render_train_report(summary: TrainingSummary, state: TrainState) -> str:
     s = summary
     head = "improved" if s.improved else "no improvement to propose"
@@ -41,6 +68,8 @@ def render_train_report(summary: TrainingSummary, state: TrainState) -> str:
               f"Steps: {s.steps_accepted} accepted, {s.steps_rejected} rejected, {s.steps_skipped} skipped. "
               f"Tokens {s.input_tokens + s.output_tokens:,}, cost {fmt_cost(s.cost_usd)}, {s.wall_time_s:.1f}s."
               + (f" {cancelled_line(s.cancelled_rollouts)}." if s.cancelled_rollouts else ""), "",
+              *[f"{escape_inline(line, 2000)}" for line in (stopped_line(s), curve_line(s)) if line],
+              *([""] if stopped_line(s) or curve_line(s) else []),
               "## Steps", "", "| step | decision | validation (candidate → incumbent) | reason |",
               "| --- | --- | --- | --- |"]
     for p, record in zip(s.points[1:], state.history, strict=True):
@@ -78,6 +107,7 @@ def summary_table(summary: TrainingSummary) -> str:
     table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
     s = summary
     worth = "".join(f"\n{line}" for line in no_skill_lines(summary))
+    worth += "".join(f"\n{line}" for line in (stopped_line(summary), curve_line(summary)) if line)
     return (f"{table}{worth}\n\nsteps: {s.steps_accepted} accepted, {s.steps_rejected} rejected, {s.steps_skipped} skipped"
             f" · tokens {s.input_tokens + s.output_tokens:,} · cost {fmt_cost(s.cost_usd)} · {s.wall_time_s:.1f}s")
 

@@ -56,6 +56,8 @@ class Spend(Record):
     # same history as an uninterrupted one, and how many calls a kill cut off is not part of it.
     # Left out when 0: a run that cancelled nothing writes what it always wrote.
     cancelled_rollouts: Annotated[int, codec.OMIT_EMPTY] = 0
+    # Calls sent to the target model (budgets.max_target_calls); left out when 0, as above.
+    target_calls: Annotated[int, codec.OMIT_EMPTY] = 0
 
     @property
     def tokens(self) -> int:
@@ -86,6 +88,8 @@ class TrainState(Record):
     # Per version, per validation task: every validation sample it has had (the honest acceptance rules).
     # Only runs with an honest acceptance rule have any (older files stay byte for byte).
     val_samples: Annotated[dict[int, dict[str, list[float]]], codec.OMIT_EMPTY] = field(default_factory=dict)
+    # Target calls the baseline's validation sent (the start of the best-so-far curve); left out when 0.
+    baseline_calls: Annotated[int, codec.OMIT_EMPTY] = 0
 
     def version(self, number: int) -> Version:
         return self.versions[number]

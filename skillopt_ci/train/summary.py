@@ -16,6 +16,7 @@ from skillopt_ci.core.records import EvalSummary
 from skillopt_ci.core.skill import NO_SKILL_NAME, no_skill
 from skillopt_ci.engine.evaluation import make_plan
 from skillopt_ci.engine.rundir import RunDir
+from skillopt_ci.train.call_plan import best_so_far
 from skillopt_ci.train.history import Decision, StepRecord
 from skillopt_ci.train.records import AcceptedEdit, SplitComparison, StepPoint, TrainingSummary
 from skillopt_ci.train.state import TrainState
@@ -110,4 +111,6 @@ def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
         cost_usd=spent.cost_usd if spent.cost_known else None, wall_time_s=spent.wall_time_s,
         improved=improved, complete=state.phase == "done", stopped=state.stopped, run_dir=str(trainer.dir),
         tokens_by_stage=stages, no_skill=_no_skill(trainer, state), cancelled_rollouts=spent.cancelled_rollouts,
+        best_so_far=best_so_far(state.history, state.versions[0].val_mean, state.baseline_calls),
+        max_target_calls=trainer.meter.budgets.max_target_calls, target_calls=spent.target_calls,
     )

@@ -46,6 +46,7 @@ from skillopt_ci.engine.rundir import RunDir, write_atomic, write_json_atomic
 from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.models.budget import BudgetReached
+from skillopt_ci.train.call_plan import CallPlan
 from skillopt_ci.train.credit import CreditAssigner
 from skillopt_ci.train.evaluate import BudgetExhausted, BudgetMeter, StageEvaluator
 from skillopt_ci.train.gate import GateResult, ValidationGate, fmt
@@ -105,6 +106,7 @@ class Trainer:
                                    ComparePolicy.from_gate(config.gate, margin=0.0), self.val_results, self.skill_text)
         self.credit = CreditAssigner(self.evaluator, val_tasks, self.caps, policy.credit_confidence, repeats)
         self.screener = Screener(self.evaluator, self.caps, policy.screening, self.gate.rule.screens_edits_alone)
+        self.plan = self.call_plan(budgets)
 
     # ---- run directory -----------------------------------------------------------------------
 
@@ -140,8 +142,29 @@ class Trainer:
         size = self.policy.batch_size
         return [tuple(order[i:i + size]) for i in range(0, len(order), size)]
 
+    def call_plan(self, budgets: Budgets) -> CallPlan | None:
+        """What a run with ``budgets.max_target_calls`` plans with (:mod:`~skillopt_ci.train.call_plan`)."""
+        if budgets.max_target_calls is None:
+            return None
+        repeats = self.evaluator.repeats
+        return CallPlan(budgets.max_target_calls, 2 * len(self.suite.splits.get("test") or ()) * repeats,
+                        len(self.val_ids) * repeats, self.policy.batch_size, self.screener.active)
+
+    def plan_stop(self, state: TrainState) -> str | None:
+        """Why the next step (or slow update) does not fit in the target calls left, or ``None``."""
+        if self.plan is None:
+            return None
+        if state.phase == "steps" and state.step < self.steps_per_epoch:
+            what, need = f"step e{state.epoch}-s{state.step:02d}", self.plan.step_calls(state.history)
+        elif state.phase == "epoch_end" and self.policy.slow_update and state.incumbent != state.epoch_start:
+            what, need = f"the slow update of epoch {state.epoch}", self.plan.step_calls(state.history, True)
+        else:
+            return None
+        return self.plan.stop_before(what, need, self.meter.spent().target_calls)
+
     def run(self, state: TrainState) -> TrainState:
-        """Advance ``state`` to the end (or to a budget), checkpointing after every stage."""
+        """Advance ``state`` to the end (or to a budget), checkpointing after every stage. With a
+        target-call budget, a step that may not fit goes to the test phase instead (planned)."""
         self.meter.start(state.spent)
         state.steps_per_epoch = self.steps_per_epoch
         state.epochs_planned = self.policy.epochs
@@ -153,8 +176,18 @@ class Trainer:
                     if reason and state.phase != "baseline":
                         state.stopped = reason
                         break
+                    planned = self.plan_stop(state)
+                    if planned:
+                        state.stopped, state.phase = planned, "test"
+                        self.log(planned)
+                        self.checkpoint(state)  # a resume starts at the test, as the disk says
+                    # what the final test needs is held back from every evaluation before it
+                    self.meter.held = self.plan.test if self.plan and state.phase != "test" else 0
+                    phase = state.phase
                     {"baseline": self.do_baseline, "steps": self.do_step, "epoch_end": self.do_epoch_end,
                      "test": self.do_test}[state.phase](state)
+                    if phase == "baseline":
+                        state.baseline_calls = self.meter.spent().target_calls
                     self.checkpoint(state)
         except BudgetExhausted as exc:  # the stage in progress is not recorded
             state.stopped = str(exc)

@@ -512,6 +512,32 @@ def test_a_run_stopped_by_its_budget_is_shown_stopped_not_in_progress(browser, t
         w.assert_clean(lambda url: url.startswith(viewer.url + "/"))
 
 
+def test_a_run_planned_within_its_target_calls_shows_the_best_so_far_curve(browser, tmp_path):
+    with no_keys(), ScriptedModelServer(SimulatedModels()) as server:
+        project = train_project(tmp_path / "p", server.openai_base_url, budgets={"max_target_calls": 150})
+        res = cli("train", "--skill", "ticket-triage", "--out", str(tmp_path / "run"), "--quiet", cwd=project)
+    assert res.code == 0, res.err
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    assert summary["stopped"].startswith("target-call budget") and summary["complete"]
+    curve = summary["best_so_far"]
+    html = write_report(tmp_path / "run", tmp_path)
+    with open_page(browser, html.as_uri()) as w:
+        page = w.page
+        heading = page.locator("#summary h3", has_text="Best so far")
+        assert heading.inner_text() == "Best so far by target calls (of 150)"
+        rows = page.locator("#best-so-far tbody tr")
+        # the baseline, each change of the best skill, the last step: the calls each one cost, in order
+        changes = [p for i, p in enumerate(curve) if i in (0, len(curve) - 1) or p["version"] != curve[i - 1]["version"]]
+        assert rows.count() == len(changes)
+        for i, p in enumerate(changes):
+            cells = rows.nth(i).locator("td").all_inner_texts()
+            assert cells == [p["step"], f"{p['calls']:,}", f"v{p['version']:03d}", f"{p['val']:.3f}"], cells
+        assert summary["stopped"] in page.inner_text("#planned-stop")
+        assert "Stopped early:" not in page.inner_text("#summary")  # finished, not waiting for a resume
+        page.screenshot(path=str(tmp_path / "train-best-so-far.png"), full_page=True)
+        w.assert_clean(only_file(html))
+
+
 class Held:
     """A policy that answers only once ``released`` is set: the run waits until the page watches."""
 

@@ -423,6 +423,30 @@
     return table(["stage", "input tokens", "output tokens", "tokens", "cost"], rows, { id: "spend-table" });
   }
 
+  function bestSoFar(bundle) { // summary.json's curve, or (a run in progress) the same from its step records
+    const s = bundle.summary, t = bundle.train;
+    if (s && s.best_so_far && s.best_so_far.length) return s.best_so_far;
+    let calls = 0;
+    const points = [{ step: "baseline", calls, version: 0, val: t.versions[0].val_mean }];
+    for (const r of t.history) {
+      for (const spend of Object.values(r.spend || {})) calls += spend.target_calls || 0;
+      points.push({ step: r.step, calls, version: r.incumbent_version_after, val: r.incumbent_val });
+    }
+    return points;
+  }
+
+  function curveTable(bundle) { // the baseline, every change of the best skill, and the last step
+    const points = bestSoFar(bundle), budget = (bundle.summary || {}).max_target_calls;
+    if (points.length < 2) return null;
+    const shown = points.filter((p, i) => i === 0 || i === points.length - 1 || p.version !== points[i - 1].version);
+    const counted = points.some((p) => p.calls);
+    return el("div", { class: "curve-box" }, el("h3", { text: "Best so far" + (counted ? " by target calls" : " by step")
+      + (missing(budget) ? "" : ` (of ${fmt.int(budget)})`) }),
+    table(["after", "target calls", "best version", "val"],
+      shown.map((p) => [p.step, counted ? fmt.int(p.calls) : "—", skillKey(p.version), fmt.score(p.val)]),
+      { id: "best-so-far" }));
+  }
+
   function trainSummary(bundle) {
     const t = bundle.train, live = bundle.live || {};
     const s = bundle.summary && !live.in_progress ? bundle.summary : null; // a resumed run's old summary is stale
@@ -442,6 +466,8 @@
     return [verdict,
       s && !s.complete ? el("p", { class: "error-text", text: `Stopped early: ${s.stopped || "stopped"}. `
         + "Re-run the same command to resume." }) : null,
+      s && s.complete && s.stopped ? el("p", { id: "planned-stop", class: "note",
+        text: `Steps stopped early, then the best skill was tested: ${s.stopped}` }) : null,
       s ? table(["split", "current", "trained", "Δ (95% CI)", "verdict"], [splitRow(s.val, "val"), splitRow(s.test, "test")],
         { id: "split-table" }) : null,
       table(["", "version", "val", "test"], [
@@ -453,6 +479,7 @@
         ` ${counts.rejected} · `, badge("skipped"), ` ${counts.skipped} · wall time ${fmt.secs(spent.wall_time_s)}`
         + (best.number ? "" : " · the best skill is still the baseline")),
       spendTable(s ? s.tokens_by_stage || {} : stageSpend(t.history), spent),
+      curveTable(bundle),
     ];
   }
 
