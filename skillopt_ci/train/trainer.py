@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from skillopt_ci.core.compare import ComparePolicy
+from skillopt_ci.core.credit import means
 from skillopt_ci.core.edits import (
     Edit,
     EditCaps,
@@ -46,9 +47,12 @@ from skillopt_ci.engine.rundir import RunDir, write_atomic, write_json_atomic
 from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.models.budget import BudgetReached
+from skillopt_ci.train.audit import Auditor, evidence_of, fixed_tasks, pick
+from skillopt_ci.train.audit import STAGES as AUDIT_STAGES
 from skillopt_ci.train.credit import CreditAssigner
 from skillopt_ci.train.evaluate import BudgetExhausted, BudgetMeter, StageEvaluator
 from skillopt_ci.train.gate import GateResult, ValidationGate, fmt
+from skillopt_ci.train.gate_result import Verdict
 from skillopt_ci.train.history import (
     CreditNote,
     Decision,
@@ -102,6 +106,7 @@ class Trainer:
                                    ComparePolicy.from_gate(config.gate, margin=0.0), self.val_results, self.skill_text)
         self.credit = CreditAssigner(self.evaluator, val_tasks, self.caps, policy.credit_confidence, repeats)
         self.screener = Screener(self.evaluator, self.caps, policy.screening, self.gate.rule.screens_edits_alone)
+        self.auditor = Auditor(self.evaluator, val_tasks, self.caps, self.meter.reading)
 
     # ---- run directory -----------------------------------------------------------------------
 
@@ -258,10 +263,11 @@ class Trainer:
         return self.finish(state, record, result.verdict.decision, result.reason, marks, result)
 
     def finish(self, state: TrainState, record: StepRecord, decision: Decision, reason: str,
-               marks: Sequence[StageSpend], result: GateResult | None = None) -> StepRecord:
+               marks: Sequence[StageSpend], result: GateResult | None = None,
+               stages: Sequence[str] | None = None) -> StepRecord:
         """Record how the step ended (in ``step.json`` and the history) and say so."""
         readings = [*marks, self.meter.reading()]
-        stages = SCREENED_STAGES if len(marks) == len(SCREENED_STAGES) else STAGES
+        stages = stages or (SCREENED_STAGES if len(marks) == len(SCREENED_STAGES) else STAGES)
         spend = {stage: readings[i + 1].minus(readings[i]) for i, stage in enumerate(stages[: len(readings) - 1])}
         outcome = StepOutcome(decision, reason, result.candidate_val if result else None, state.current.val_mean,
                               state.incumbent, spend, early_stopped=result.early_stopped if result else None,
@@ -273,6 +279,10 @@ class Trainer:
         return record
 
     def do_epoch_end(self, state: TrainState) -> None:
+        if self.policy.audit and state.audited_epoch != state.epoch:
+            self.audit(state)
+            state.audited_epoch = state.epoch
+            self.checkpoint(state)  # a kill after the audit resumes at the slow update
         slow = None
         if self.policy.slow_update and state.incumbent != state.epoch_start:
             slow = self.slow_update(state)
@@ -289,6 +299,44 @@ class Trainer:
         state.epoch += 1
         state.step = 0
         state.phase = "steps" if state.epoch < self.policy.epochs else "test"
+
+    def audit(self, state: TrainState) -> None:
+        """The harm audit (:mod:`skillopt_ci.train.audit`): the evidence of the rules accepted since
+        the last audit is recorded, then a few accepted rules still in the incumbent are re-tested,
+        each in its own ``audit`` step; a removal is a new version."""
+        known = {e.step for e in state.evidence}
+        for record in state.history:
+            if record.kind is StepKind.STEP and record.decision is Decision.ACCEPTED and record.step not in known:
+                state.evidence += evidence_of(record, lambda i, sources, step=record.step: self.fixed(step, i, sources))
+        for n, index in enumerate(pick(state.evidence, self.skill_text(state.incumbent), self.caps)):
+            evidence, step_id = state.evidence[index], f"e{state.epoch}-audit-{n:02d}"
+            done = self.auditor.audit(step_id, self.skill_text(state.incumbent), evidence)
+            record = StepRecord(step_id, StepKind.AUDIT, state.epoch, state.incumbent, audit=done.note)
+            note = done.note
+            result = None if note.with_val is None else GateResult(
+                Verdict.ACCEPTED if note.removed else Verdict.REJECTED, done.reason, note.without_val, note.with_val,
+                None if note.without_val is None else round(note.without_val - note.with_val, 6))
+            if note.removed and done.val_dir is not None:
+                write_atomic(self.dir / "steps" / step_id / "candidate.diff",
+                             unified_diff(self.skill_text(state.incumbent), done.text))
+                version = self.add_version(state, done.text, step_id, note.without_val, done.val_dir)
+                state.incumbent = version.number
+                record = replace(record, applied=(done.outcome,), candidate_version=version.number)
+                state.evidence[index] = replace(evidence, removed_by=step_id)
+                self.reject(state, [evidence.edit], [done.reason])
+            else:
+                state.evidence[index] = replace(evidence, audits=evidence.audits + 1)
+            self.finish(state, record, Decision.ACCEPTED if note.removed else Decision.REJECTED, done.reason,
+                        done.marks, result, AUDIT_STAGES)
+
+    def fixed(self, step: str, index: int, sources: tuple[str, ...]) -> tuple[str, ...]:
+        """The training tasks edit ``index`` of step ``step``'s screening fixed alone (read back
+        from the step's rollout and screening runs)."""
+        runs = [self.dir / "steps" / step / "rollout", self.dir / "steps" / step / "screen" / f"edit-{index}"]
+        if not all((run / "results.jsonl").exists() for run in runs):
+            return ()
+        rollout, alone = (means(RunDir(run).load_results(), list(sources)) for run in runs)
+        return fixed_tasks(sources, rollout, alone)
 
     def slow_update(self, state: TrainState) -> StepRecord:
         """Previous-epoch skill vs current on the same train sample → a new durable block → gate."""
