@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from skillopt_ci.core import codec
 from skillopt_ci.core.codec import Record
-from skillopt_ci.core.edits import Edit, EditOutcome
+from skillopt_ci.core.edits import Edit, EditOutcome, is_deletion
 from skillopt_ci.train.optimizer import Proposal, SlowUpdateInput
 
 
@@ -121,9 +121,11 @@ class ScreenNote(Record):
 
     @property
     def confirmed(self) -> bool:
-        """Every kept edit was confirmed alone (so each carries its own evidence)."""
+        """Every kept edit was confirmed alone (so each carries its own evidence), or is a deletion
+        (judged on validation alone), and at least one was confirmed."""
         kept = [e for e in self.edits if e.kept]
-        return self.passed and bool(kept) and all(e.confirmed is not None for e in kept)
+        return (self.passed and any(e.confirmed is not None for e in kept)
+                and all(e.confirmed is not None or is_deletion(e.edit) for e in kept))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from skillopt_ci.engine.rundir import RunDir, write_atomic, write_json_atomic
 from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.models.budget import BudgetReached
+from skillopt_ci.train.acceptance import only_deletes
 from skillopt_ci.train.audit import Auditor, evidence_of, fixed_tasks, pick
 from skillopt_ci.train.audit import STAGES as AUDIT_STAGES
 from skillopt_ci.train.credit import CreditAssigner
@@ -217,7 +218,7 @@ class Trainer:
         write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, candidate_text))
         confirmed = record.screen is not None and record.screen.confirmed
         result = self.gate.judge(state.current, candidate_text, record.step, state.val_samples.get(state.incumbent),
-                                 confirmed=confirmed)
+                                 confirmed=confirmed, deletes_only=only_deletes(applied))
         if record.screen is not None and record.screen.dropped:
             result = replace(result, reason=f"{result.reason}; {len(record.screen.dropped)} of "
                                             f"{len(record.screen.edits)} edits screened out alone")
