@@ -42,9 +42,10 @@ from skillopt_ci.train.history import AuditNote, EditEvidence, StageSpend, StepR
 
 MAX_AUDITS = 4  # rules audited per epoch (bounds the calls)
 WIDTH = 2  # evidence tasks re-run per round
-PAIRS = 8  # paired re-runs at most per rule (rounds = PAIRS / tasks)
-NET = 2  # wins minus losses that re-confirm a rule
-KEEP_ALPHA = 0.1  # a rule is kept when validation without it is worse at this level (sign test)
+PAIRS = 16  # paired re-runs at most per rule (rounds = PAIRS / tasks)
+NET = 3  # wins minus losses that re-confirm a rule
+SCREEN_NET = 2  # what confirmed a task in screening (train/screen.py's CONFIRM_NET)
+KEEP_ALPHA = 0.25  # a rule is kept when validation without it is worse at this level (sign test)
 STAGES = ("confirmation", "validation")
 
 
@@ -85,6 +86,18 @@ def fixed_tasks(sources: Sequence[str], rollout: Mapping[str, float], alone: Map
     return tuple(t for t in sources if t in rollout and t in alone and alone[t] > rollout[t])
 
 
+def confirmed_first(fixed: Sequence[str], rounds: Sequence[tuple[Mapping[str, float], Mapping[str, float]]]
+                    ) -> tuple[str, ...]:
+    """``fixed`` with the tasks the screening's paired rounds (edit, incumbent) confirmed first: a
+    task whose wins exceed its non-wins by :data:`NET` or more."""
+    net = dict.fromkeys(fixed, 0)
+    for edit, control in rounds:
+        for t in net:
+            if t in edit and t in control:
+                net[t] += 1 if edit[t] > control[t] else -1
+    return tuple(sorted(fixed, key=lambda t: net[t] < SCREEN_NET))
+
+
 def evidence_of(record: StepRecord, fixed: Callable[[int, tuple[str, ...]], tuple[str, ...]]) -> list[EditEvidence]:
     """The evidence of each edit an accepted, confirmed step added: ``fixed(index, sources)`` gives
     the training tasks edit ``index`` of the screening fixed alone. Empty for any other step (a
@@ -98,9 +111,11 @@ def evidence_of(record: StepRecord, fixed: Callable[[int, tuple[str, ...]], tupl
 
 
 def pick(evidence: Sequence[EditEvidence], text: str, caps: EditCaps, limit: int = MAX_AUDITS) -> list[int]:
-    """Indices into ``evidence`` of the rules to audit against ``text``: those still in it,
-    audited fewest times first, then newest first; at most ``limit``."""
-    live = [i for i, e in enumerate(evidence) if e.removed_by is None and without(text, e.edit, caps) is not None]
+    """Indices into ``evidence`` of the rules to audit against ``text``: those still in it and not
+    re-confirmed by an earlier audit, audited fewest times first, then newest first; at most
+    ``limit``."""
+    live = [i for i, e in enumerate(evidence)
+            if e.removed_by is None and not e.reconfirmed and without(text, e.edit, caps) is not None]
     return sorted(live, key=lambda i: (evidence[i].audits, -i))[:limit]
 
 
@@ -130,7 +145,7 @@ class Auditor:
         found = without(text, evidence.edit, self.caps)
         assert found is not None, "audit a rule the incumbent holds"
         bare, outcome = found
-        marks = (self.reading(),)
+        marks: tuple[StageSpend, ...] = (self.reading(),)
         wins, losses = self.reconfirm(step_id, text, bare, evidence.tasks[:WIDTH])
         marks += (self.reading(),)
         pairs = f"its evidence {'task' if len(evidence.tasks[:WIDTH]) == 1 else 'tasks'} won {wins} of " \

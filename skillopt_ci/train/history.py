@@ -232,8 +232,9 @@ class EditEvidence(Record):
     """An edit an accepted step added, with the evidence it was accepted on: the step, its place
     among the step's screened edits (``index``), the training tasks it fixed alone (``tasks``)
     and its paired confirmation counts (re-runs it won against the incumbent, and did not).
-    ``audits`` counts the epoch-end audits that kept it; ``removed_by`` names the audit step
-    that took it out."""
+    ``audits`` counts the epoch-end audits that kept it, ``reconfirmed`` says one of them
+    re-confirmed it on its evidence (it is not audited again); ``removed_by`` names the audit
+    step that took it out."""
 
     step: str
     index: int
@@ -242,6 +243,7 @@ class EditEvidence(Record):
     wins: int
     losses: int
     audits: Annotated[int, codec.OMIT_EMPTY] = 0
+    reconfirmed: Annotated[bool, codec.OMIT_EMPTY] = False
     removed_by: Annotated[str | None, codec.OMIT_NONE] = None
 
 

@@ -27,6 +27,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from skillopt_ci.core.compare import ComparePolicy
@@ -48,7 +49,7 @@ from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.models.budget import BudgetReached
 from skillopt_ci.train.acceptance import only_deletes
-from skillopt_ci.train.audit import Auditor, evidence_of, fixed_tasks, pick
+from skillopt_ci.train.audit import Auditor, confirmed_first, evidence_of, fixed_tasks, pick
 from skillopt_ci.train.audit import STAGES as AUDIT_STAGES
 from skillopt_ci.train.credit import CreditAssigner
 from skillopt_ci.train.evaluate import BudgetExhausted, BudgetMeter, StageEvaluator
@@ -308,7 +309,7 @@ class Trainer:
         known = {e.step for e in state.evidence}
         for record in state.history:
             if record.kind is StepKind.STEP and record.decision is Decision.ACCEPTED and record.step not in known:
-                state.evidence += evidence_of(record, lambda i, sources, step=record.step: self.fixed(step, i, sources))
+                state.evidence += evidence_of(record, partial(self.fixed, record.step))
         for n, index in enumerate(pick(state.evidence, self.skill_text(state.incumbent), self.caps)):
             evidence, step_id = state.evidence[index], f"e{state.epoch}-audit-{n:02d}"
             done = self.auditor.audit(step_id, self.skill_text(state.incumbent), evidence)
@@ -326,7 +327,7 @@ class Trainer:
                 state.evidence[index] = replace(evidence, removed_by=step_id)
                 self.reject(state, [evidence.edit], [done.reason])
             else:
-                state.evidence[index] = replace(evidence, audits=evidence.audits + 1)
+                state.evidence[index] = replace(evidence, audits=evidence.audits + 1, reconfirmed=note.reconfirmed)
             self.finish(state, record, Decision.ACCEPTED if note.removed else Decision.REJECTED, done.reason,
                         done.marks, result, AUDIT_STAGES)
 
@@ -337,7 +338,15 @@ class Trainer:
         if not all((run / "results.jsonl").exists() for run in runs):
             return ()
         rollout, alone = (means(RunDir(run).load_results(), list(sources)) for run in runs)
-        return fixed_tasks(sources, rollout, alone)
+        fixed = fixed_tasks(sources, rollout, alone)
+        rounds: list[tuple[dict[str, float], dict[str, float]]] = []
+        screen = self.dir / "steps" / step / "screen"
+        while all((screen / f"edit-{index}-{side}-{len(rounds) + 1}" / "results.jsonl").exists()
+                  for side in ("confirm", "control")):
+            edit, control = (means(RunDir(screen / f"edit-{index}-{side}-{len(rounds) + 1}").load_results(), list(fixed))
+                             for side in ("confirm", "control"))
+            rounds.append((edit, control))
+        return confirmed_first(fixed, rounds)
 
     def slow_update(self, state: TrainState) -> StepRecord:
         """Previous-epoch skill vs current on the same train sample → a new durable block → gate."""
