@@ -5,15 +5,16 @@ no loss, can be harmful where validation cannot see it (it breaks a kind the ski
 yet). It then blocks the rules it breaks: they fix nothing alone while it is there, and deleting
 it fixes no training failure, so screening never undoes it. So at each epoch's end, before the
 slow update, the trainer audits the rules it accepted on screening evidence
-(:class:`~skillopt_ci.train.history.EditEvidence`), newest first (rules audited fewer times
-first), at most :data:`MAX_AUDITS` per epoch:
+(:class:`~skillopt_ci.train.history.EditEvidence`) that are still in the incumbent and were not
+re-confirmed by an earlier audit: audited fewest times first, then newest first, at most
+:data:`MAX_AUDITS` per epoch, each against the incumbent as the audits before it left it.
 
 1. *Re-confirmation*, paired: the incumbent against the incumbent without the rule, on the
-   training tasks the rule fixed when it was accepted (at most :data:`WIDTH` of them), in rounds
-   at fresh sample indices derived from the audit step and the round (so a resumed audit redraws
-   nothing). A pair is *won* when the incumbent scores above the skill without the rule, *lost*
-   when below. The rule is re-confirmed as soon as wins exceed losses by :data:`NET`, within
-   :data:`PAIRS` pairs; it stops as soon as that can no longer happen.
+   training tasks the rule fixed when it was accepted (those screening confirmed first; at most
+   :data:`WIDTH`), in rounds at fresh sample indices derived from the audit step and the round
+   (so a resumed audit redraws nothing). A pair is *won* when the incumbent scores above the skill
+   without the rule, *lost* when below. The rule is re-confirmed as soon as wins exceed losses by
+   :data:`NET`, within :data:`PAIRS` pairs; the rounds stop as soon as that can no longer happen.
 2. *Validation*, only for a rule that was not re-confirmed: both sides once more on every
    validation task, at the same fresh sample index, paired per task and repeat. The rule is kept
    only when the skill without it is worse there by the exact one-sided sign test on the
@@ -22,8 +23,8 @@ first), at most :data:`MAX_AUDITS` per epoch:
 
 A re-confirmed rule is kept without spending validation on it: its effect was shown again where it
 is concentrated. Removing a rule is a new version (the incumbent without it); keeping one is
-recorded too, each with a one-line reason. Pure decisions here; evaluations go through the
-:class:`~skillopt_ci.train.evaluate.StageEvaluator`.
+recorded too, each with a one-line reason. Decisions are pure functions here; evaluations go
+through the :class:`~skillopt_ci.train.evaluate.StageEvaluator`.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from skillopt_ci.train.history import AuditNote, EditEvidence, StageSpend, StepR
 
 MAX_AUDITS = 4  # rules audited per epoch (bounds the calls)
 WIDTH = 2  # evidence tasks re-run per round
-PAIRS = 16  # paired re-runs at most per rule (rounds = PAIRS / tasks)
-NET = 3  # wins minus losses that re-confirm a rule
+PAIRS = 20  # paired re-runs at most per rule (rounds = PAIRS / tasks)
+NET = 4  # wins minus losses that re-confirm a rule
 SCREEN_NET = 2  # what confirmed a task in screening (train/screen.py's CONFIRM_NET)
 KEEP_ALPHA = 0.25  # a rule is kept when validation without it is worse at this level (sign test)
 STAGES = ("confirmation", "validation")

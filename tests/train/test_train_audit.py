@@ -211,3 +211,18 @@ def test_a_kept_deletion_does_not_cost_the_confirmed_edits_beside_it_their_non_i
     unconfirmed = ScreenedEdit(append(USELESS), ("t1",), 1, 0, True, "kept")
     assert not ScreenNote(("t1",), (), 1000, 1, 0, (confirmed, unconfirmed), True, "screening").confirmed
     assert not ScreenNote(("t1",), (), 1000, 0, 0, (deletion,), True, "screening").confirmed
+
+
+def test_screening_keeps_a_deletion_that_fixes_nothing_alone_for_validation_and_drops_an_addition():
+    from types import SimpleNamespace
+
+    from skillopt_ci.train.screen import Screener
+
+    screener = Screener(None, EditCaps(), candidate=False, alone=True)  # type: ignore[arg-type]  # runs are faked
+    proposed = SimpleNamespace(sources=lambda edit: ("t1",), successes=())
+    unchanged = lambda text, tasks, label, at=0: dict.fromkeys(tasks, 0.0)  # noqa: E731  # nothing is fixed
+    deletion = Edit("delete", anchor=USELESS)
+    kept = screener._confirm_alone("e0-s00", PLANTED, 0, deletion, proposed, {"t1": 0.0}, unchanged)
+    assert kept.kept and kept.confirmed is None and kept.reason.startswith("kept for validation: a deletion")
+    dropped = screener._confirm_alone("e0-s00", PLANTED, 1, append("- Be brief."), proposed, {"t1": 0.0}, unchanged)
+    assert not dropped.kept and dropped.reason.startswith("screened out alone: fixed none of 1")
