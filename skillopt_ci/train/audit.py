@@ -43,8 +43,8 @@ from skillopt_ci.train.history import AuditNote, EditEvidence, StageSpend, StepR
 
 MAX_AUDITS = 4  # rules audited per epoch (bounds the calls)
 WIDTH = 2  # evidence tasks re-run per round
-PAIRS = 20  # paired re-runs at most per rule (rounds = PAIRS / tasks)
-NET = 4  # wins minus losses that re-confirm a rule
+PAIRS = 16  # paired re-runs at most per rule (rounds = PAIRS / tasks)
+NET = 3  # wins minus losses that re-confirm a rule
 SCREEN_NET = 2  # what confirmed a task in screening (train/screen.py's CONFIRM_NET)
 KEEP_ALPHA = 0.25  # a rule is kept when validation without it is worse at this level (sign test)
 STAGES = ("confirmation", "validation")
