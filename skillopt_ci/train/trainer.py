@@ -49,8 +49,8 @@ from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.models.budget import BudgetReached
 from skillopt_ci.train.acceptance import only_deletes
-from skillopt_ci.train.audit import Auditor, confirmed_first, evidence_of, fixed_tasks, pick
 from skillopt_ci.train.audit import STAGES as AUDIT_STAGES
+from skillopt_ci.train.audit import Auditor, confirmed_first, evidence_of, fixed_tasks, pick
 from skillopt_ci.train.credit import CreditAssigner
 from skillopt_ci.train.evaluate import BudgetExhausted, BudgetMeter, StageEvaluator
 from skillopt_ci.train.gate import GateResult, ValidationGate, fmt

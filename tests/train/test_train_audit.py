@@ -12,7 +12,6 @@ import pytest
 from helpers.noisy_world import (
     GOOD_RULES,
     HARMFUL_RULES,
-    SKILL_NAME,
     USELESS_RULES,
     NoisyModels,
     harmful_in,
