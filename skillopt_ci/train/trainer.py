@@ -50,7 +50,14 @@ from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.models.budget import BudgetReached
 from skillopt_ci.train.acceptance import only_deletes
 from skillopt_ci.train.audit import STAGES as AUDIT_STAGES
-from skillopt_ci.train.audit import Auditor, confirmed_first, evidence_of, fixed_tasks, pick
+from skillopt_ci.train.audit import (
+    Auditor,
+    confirmed_first,
+    evidence_of,
+    fixed_tasks,
+    pick,
+    without,
+)
 from skillopt_ci.train.credit import CreditAssigner
 from skillopt_ci.train.evaluate import BudgetExhausted, BudgetMeter, StageEvaluator
 from skillopt_ci.train.gate import GateResult, ValidationGate, fmt
@@ -281,7 +288,8 @@ class Trainer:
         return record
 
     def do_epoch_end(self, state: TrainState) -> None:
-        if self.policy.audit and state.audited_epoch != state.epoch:
+        # only the screened rule records screening evidence; other runs' state files stay as they were
+        if self.policy.audit and self.gate.rule.screens_edits_alone and state.audited_epoch != state.epoch:
             self.audit(state)
             state.audited_epoch = state.epoch
             self.checkpoint(state)  # a kill after the audit resumes at the slow update
@@ -312,6 +320,8 @@ class Trainer:
                 state.evidence += evidence_of(record, partial(self.fixed, record.step))
         for n, index in enumerate(pick(state.evidence, self.skill_text(state.incumbent), self.caps)):
             evidence, step_id = state.evidence[index], f"e{state.epoch}-audit-{n:02d}"
+            if without(self.skill_text(state.incumbent), evidence.edit, self.caps) is None:
+                continue  # an earlier removal of this audit took its text too
             done = self.auditor.audit(step_id, self.skill_text(state.incumbent), evidence)
             record = StepRecord(step_id, StepKind.AUDIT, state.epoch, state.incumbent, audit=done.note)
             note = done.note
