@@ -225,3 +225,34 @@ def test_screening_keeps_a_deletion_that_fixes_nothing_alone_for_validation_and_
     assert kept.kept and kept.confirmed is None and kept.reason.startswith("kept for validation: a deletion")
     dropped = screener._confirm_alone("e0-s00", PLANTED, 1, append("- Be brief."), proposed, {"t1": 0.0}, unchanged)
     assert not dropped.kept and dropped.reason.startswith("screened out alone: fixed none of 1")
+
+
+SENTENCE = "You route customer support tickets. "  # the simulated target reads no such line
+
+
+def test_a_deletion_that_fixes_no_failure_is_accepted_on_validation_when_it_loses_nothing(tmp_path):
+    from helpers.cli import run_cli
+    from helpers.training import train_project
+    from skillopt_ci.sim.sim_models import SIM_OPTIMIZER
+    from skillopt_ci.sim.triage import TriagePolicy
+
+    target = TriagePolicy()
+
+    def policy(request):
+        if request.model != SIM_OPTIMIZER:
+            return target(request)
+        wanted = [] if "reflect on successes" in request.last_user else [
+            {"op": "delete", "anchor": SENTENCE, "rationale": "the model routes tickets without being told"}]
+        return json.dumps({"analysis": "scripted", "edits": wanted})
+
+    with ScriptedModelServer(policy) as server:
+        project = train_project(tmp_path / "p", server.openai_base_url, cache={"mode": "off"},
+                                train={"epochs": 1, "slow_update": False, "meta_skill": False})
+        res = run_cli("train", "--skill", "ticket-triage", "--out", str(tmp_path / "run"), "--quiet", cwd=project)
+        assert res.code == 0, res.err
+    state = TrainState.load(tmp_path / "run")
+    step = next(r for r in state.history if r.screen is not None and r.screen.edits)
+    assert step.screen.edits[0].reason.startswith("kept for validation: a deletion is judged there")
+    assert step.decision is Decision.ACCEPTED, step.reason
+    assert "deletions only; non-inferiority" in step.reason
+    assert SENTENCE not in (tmp_path / "run" / "best_skill.md").read_text()
