@@ -76,6 +76,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "sequential": {"acceptance": "sequential"},
     "screening": {**LEGACY, "screening": True},
     "credit_confidence=0.8": {**LEGACY, "credit_confidence": 0.8},
+    "audit=off": {"audit": False},  # the defaults without the epoch-end harm audit
 }
 STALL = 0.6
 LUCKY = 0.2  # a seed skill (true accuracy 0.10) that scored at least twice that on validation
@@ -219,6 +220,8 @@ def aa_counts(run: Path, effect: Callable[[str], Any] = world.effect) -> tuple[i
     decided = accepted = 0
     for record in TrainState.load(run).history:
         if record.decision is None or record.decision.value not in ("accepted", "rejected"):
+            continue
+        if record.kind.value == "audit":  # a harm audit proposes nothing: it re-tests an accepted rule
             continue
         incumbent = run / "skills" / f"v{record.incumbent_version:03d}.md"
         candidate = proposed_candidate(run, record, incumbent.read_text(encoding="utf-8"))

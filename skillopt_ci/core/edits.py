@@ -46,6 +46,11 @@ class Edit(Record):
         return (self.op, _fold(self.anchor), _fold(self.text))
 
 
+def is_deletion(edit: Edit) -> bool:
+    """The edit only takes text out (a ``delete``, or a ``replace`` by nothing)."""
+    return edit.op == "delete" or (edit.op == "replace" and not edit.text)
+
+
 def _fold(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 

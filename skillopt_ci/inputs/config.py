@@ -159,6 +159,7 @@ class TrainPolicy(Record):
     sequential_max_rounds: int = 4
     screening: bool = False
     credit_confidence: float | None = None
+    audit: bool = True  # re-test accepted rules at each epoch's end (skillopt_ci.train.audit)
 
     @classmethod
     def _json_in(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -7,8 +7,9 @@ a rule asks for. The names and the deprecated flags they replace are read in
 
 - ``screened`` (the default): every edit is screened alone on the training failures it was
   proposed for and each fix confirmed against the incumbent (:mod:`skillopt_ci.train.screen`); a
-  candidate made only of confirmed edits is accepted on validation unless it is significantly
-  worse (non-inferiority), any other candidate must show a gain by the sequential paired test.
+  candidate made only of confirmed edits, or only of deletions, is accepted on validation unless
+  it is significantly worse (non-inferiority); any other candidate must show a gain by the
+  sequential paired test.
 - ``sequential``: no screening of edits alone; every candidate must show a gain by the paired
   test, in up to ``sequential_max_rounds`` rounds on the tasks where the two sides disagree.
 - ``honest`` / ``honest-sequential``: the paired test (one look / in rounds) against an incumbent
@@ -20,10 +21,11 @@ a rule asks for. The names and the deprecated flags they replace are read in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from skillopt_ci.core.edits import Edit, is_deletion
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.sequential import Samples
 from skillopt_ci.train.gate_result import GateResult
@@ -39,7 +41,7 @@ class GateTests(Protocol):
                      sequential: bool, honest: bool) -> GateResult: ...
 
     def judge_noninferior(self, incumbent: Version, candidate_text: str, step_id: str,
-                          samples: Samples | None) -> GateResult: ...
+                          samples: Samples | None, *, mode: str = ...) -> GateResult: ...
 
 
 class AcceptanceRule(Protocol):
@@ -57,10 +59,15 @@ class AcceptanceRule(Protocol):
         ...
 
     def judge(self, gate: GateTests, incumbent: Version, candidate_text: str, step_id: str,
-              samples: Samples | None, *, confirmed: bool) -> GateResult:
+              samples: Samples | None, *, confirmed: bool, deletes_only: bool = False) -> GateResult:
         """The gate's verdict on ``candidate_text`` (``confirmed``: every edit of it was confirmed
-        alone in screening; ``samples``: the incumbent's validation samples so far)."""
+        alone in screening; ``deletes_only``: its edits only delete; ``samples``: the incumbent's
+        validation samples so far)."""
         ...
+
+
+CONFIRMED_MODE = "edits confirmed in screening; non-inferiority"
+DELETES_MODE = "deletions only; non-inferiority"
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ class MeanRule:
     honest: bool = False
 
     def judge(self, gate: GateTests, incumbent: Version, candidate_text: str, step_id: str,
-              samples: Samples | None, *, confirmed: bool) -> GateResult:
+              samples: Samples | None, *, confirmed: bool, deletes_only: bool = False) -> GateResult:
         return gate.judge_mean(incumbent, candidate_text, step_id)
 
 
@@ -82,7 +89,7 @@ class PairedRule:
     screens_edits_alone: bool = False
 
     def judge(self, gate: GateTests, incumbent: Version, candidate_text: str, step_id: str,
-              samples: Samples | None, *, confirmed: bool) -> GateResult:
+              samples: Samples | None, *, confirmed: bool, deletes_only: bool = False) -> GateResult:
         return gate.judge_paired(incumbent, candidate_text, step_id, samples, sequential=self.sequential,
                                  honest=self.honest)
 
@@ -95,10 +102,16 @@ class ScreenedRule:
     otherwise: PairedRule = PairedRule("sequential", sequential=True, honest=False)
 
     def judge(self, gate: GateTests, incumbent: Version, candidate_text: str, step_id: str,
-              samples: Samples | None, *, confirmed: bool) -> GateResult:
+              samples: Samples | None, *, confirmed: bool, deletes_only: bool = False) -> GateResult:
         if confirmed:
             return gate.judge_noninferior(incumbent, candidate_text, step_id, samples)
+        if deletes_only:  # a shorter skill need not show a gain, only not lose
+            return gate.judge_noninferior(incumbent, candidate_text, step_id, samples, mode=DELETES_MODE)
         return self.otherwise.judge(gate, incumbent, candidate_text, step_id, samples, confirmed=False)
+
+
+def only_deletes(edits: Sequence[Edit]) -> bool:
+    return bool(edits) and all(is_deletion(e) for e in edits)
 
 
 RULES: Mapping[str, AcceptanceRule] = {

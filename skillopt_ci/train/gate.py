@@ -35,7 +35,7 @@ from skillopt_ci.core.sequential import (
 from skillopt_ci.core.sequential import reason as sequential_reason
 from skillopt_ci.core.task import Task
 from skillopt_ci.inputs.config import TrainPolicy
-from skillopt_ci.train.acceptance import AcceptanceRule, rule_named
+from skillopt_ci.train.acceptance import CONFIRMED_MODE, AcceptanceRule, rule_named
 from skillopt_ci.train.evaluate import EarlyStop, StageEvaluator
 from skillopt_ci.train.gate_result import GateResult, Verdict
 from skillopt_ci.train.state import Version
@@ -57,11 +57,14 @@ class ValidationGate:
         self.rule = rule_named(self.policy.acceptance)
 
     def judge(self, incumbent: Version, candidate_text: str, step_id: str,
-              samples: Samples | None = None, *, confirmed: bool = False) -> GateResult:
+              samples: Samples | None = None, *, confirmed: bool = False, deletes_only: bool = False) -> GateResult:
         """Score ``candidate_text`` on validation (into ``steps/<step_id>/val``) against ``incumbent``
         by the run's acceptance rule (``samples``: the incumbent's samples so far, for the paired
-        gate; ``confirmed``: every edit of the candidate was confirmed alone in screening)."""
-        return self.rule.judge(self, incumbent, candidate_text, step_id, samples, confirmed=confirmed)
+        gate; ``confirmed``: every edit of the candidate was confirmed alone in screening;
+        ``deletes_only``: every edit of it deletes text, so the ``screened`` rule asks it only not
+        to lose)."""
+        return self.rule.judge(self, incumbent, candidate_text, step_id, samples, confirmed=confirmed,
+                               deletes_only=deletes_only)
 
     def judge_mean(self, incumbent: Version, candidate_text: str, step_id: str) -> GateResult:
         """One pass of the candidate, hardest tasks first, accepted if its mean beats the
@@ -90,7 +93,7 @@ class ValidationGate:
                           comparison.ci, results=tuple(outcome.results))
 
     def judge_noninferior(self, incumbent: Version, candidate_text: str, step_id: str,
-                          samples: Samples | None) -> GateResult:
+                          samples: Samples | None, *, mode: str = CONFIRMED_MODE) -> GateResult:
         """One pass of the candidate, accepted unless significantly worse than the incumbent
         (:func:`skillopt_ci.core.sequential.look_noninferior`)."""
         ids = [t.id for t in self.val_tasks]
@@ -99,8 +102,7 @@ class ValidationGate:
         cand = as_samples(first.results)
         alpha = self.policy.sequential_alpha
         look = look_noninferior(cand, inc, ids, alpha=alpha)
-        reason = sequential_reason(look, rounds_used=1, mode="edits confirmed in screening; non-inferiority",
-                                   alpha=alpha)
+        reason = sequential_reason(look, rounds_used=1, mode=mode, alpha=alpha)
         verdict = Verdict.ACCEPTED if look.verdict == "accept" else Verdict.REJECTED
         ci = None if look.lower is None or look.upper is None else (look.lower, look.upper)
         return GateResult(verdict, reason, mean_of(cand, ids), mean_of(inc, ids), look.delta, ci,

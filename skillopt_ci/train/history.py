@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from skillopt_ci.core import codec
 from skillopt_ci.core.codec import Record
-from skillopt_ci.core.edits import Edit, EditOutcome
+from skillopt_ci.core.edits import Edit, EditOutcome, is_deletion
 from skillopt_ci.train.optimizer import Proposal, SlowUpdateInput
 
 
@@ -35,6 +35,7 @@ class Decision(str, Enum):
 class StepKind(str, Enum):
     STEP = "step"
     SLOW_UPDATE = "slow_update"
+    AUDIT = "audit"  # an accepted rule re-tested at an epoch's end (:mod:`skillopt_ci.train.audit`)
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,11 @@ class ScreenNote(Record):
 
     @property
     def confirmed(self) -> bool:
-        """Every kept edit was confirmed alone (so each carries its own evidence)."""
+        """Every kept edit was confirmed alone (so each carries its own evidence), or is a deletion
+        (judged on validation alone), and at least one was confirmed."""
         kept = [e for e in self.edits if e.kept]
-        return self.passed and bool(kept) and all(e.confirmed is not None for e in kept)
+        return (self.passed and any(e.confirmed is not None for e in kept)
+                and all(e.confirmed is not None or is_deletion(e.edit) for e in kept))
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,7 @@ class StepRecord(Record):
     applied: Annotated[tuple[EditOutcome, ...] | None, codec.OMIT_NONE] = None
     screen: Annotated[ScreenNote | None, codec.OMIT_NONE] = None
     credit: Annotated[CreditNote | None, codec.OMIT_NONE] = None
+    audit: Annotated[AuditNote | None, codec.OMIT_NONE] = None
     candidate_version: Annotated[int | None, codec.OMIT_NONE] = None
     outcome: Annotated[StepOutcome | None, codec.OMIT_NONE] = None  # on disk, its fields sit at the top level
 
@@ -225,3 +229,44 @@ class EpochRecord(Record):
     epoch: int
     slow_update: StepRecord | None = None
     meta_skill: MetaSkillNote | None = None
+
+
+@dataclass(frozen=True)
+class EditEvidence(Record):
+    """An edit an accepted step added, with the evidence it was accepted on: the step, its place
+    among the step's screened edits (``index``), the training tasks it fixed alone (``tasks``)
+    and its paired confirmation counts (re-runs it won against the incumbent, and did not).
+    ``audits`` counts the epoch-end audits that kept it, ``reconfirmed`` says one of them
+    re-confirmed it on its evidence (it is not audited again); ``removed_by`` names the audit
+    step that took it out."""
+
+    step: str
+    index: int
+    edit: Edit
+    tasks: tuple[str, ...]
+    wins: int
+    losses: int
+    audits: Annotated[int, codec.OMIT_EMPTY] = 0
+    reconfirmed: Annotated[bool, codec.OMIT_EMPTY] = False
+    removed_by: Annotated[str | None, codec.OMIT_NONE] = None
+
+
+@dataclass(frozen=True)
+class AuditNote(Record):
+    """One accepted rule audited at an epoch's end (:mod:`skillopt_ci.train.audit`): the step
+    that added it, the paired re-confirmation on its evidence tasks (the incumbent with it against
+    without it: pairs won, lost), and, when validation was asked, both sides' means there and the
+    discordant pairs (better, worse without it) with the one-sided sign-test p of "better"."""
+
+    step: str
+    edit: Edit
+    tasks: tuple[str, ...]
+    wins: int
+    losses: int
+    reconfirmed: bool
+    removed: bool
+    with_val: Annotated[float | None, codec.OMIT_NONE] = None
+    without_val: Annotated[float | None, codec.OMIT_NONE] = None
+    better: Annotated[int | None, codec.OMIT_NONE] = None
+    worse: Annotated[int | None, codec.OMIT_NONE] = None
+    p_better: Annotated[float | None, codec.OMIT_NONE] = None

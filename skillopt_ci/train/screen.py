@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from skillopt_ci.core.credit import means
-from skillopt_ci.core.edits import Edit, EditCaps, apply_edits
+from skillopt_ci.core.edits import Edit, EditCaps, apply_edits, is_deletion
 from skillopt_ci.core.sequential import fresh_offset
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.history import ScreenedEdit, ScreenNote
@@ -191,11 +191,15 @@ class Screener:
         text, outcomes = apply_edits(incumbent_text, [edit], self.caps)
         if not all(o.applied for o in outcomes):
             return ScreenedEdit(edit, sources, 0, 0, False, "screened out: cannot be applied alone")
+        judged = "kept for validation: a deletion is judged there (it need only not lose)"
         if not sources:
-            return ScreenedEdit(edit, sources, 0, 0, False,
-                                "screened out: proposed for no failure, so nothing can confirm it")
+            return ScreenedEdit(edit, sources, 0, 0, True, judged) if is_deletion(edit) else \
+                ScreenedEdit(edit, sources, 0, 0, False, "screened out: proposed for no failure, so nothing can confirm it")
         after = run(text, sources, f"edit-{index}")
         fixed = [t for t in sources if t in after and t in before and after[t] > before[t]]
+        if not fixed and is_deletion(edit):
+            return ScreenedEdit(edit, sources, 0, 0, True, f"{judged}; alone it fixed none of {len(sources)} "
+                                                          "training failures")
         if not fixed:
             return ScreenedEdit(edit, sources, 0, 0, False, f"screened out alone: fixed none of {len(sources)} "
                                                            "training failures")

@@ -24,7 +24,7 @@ from skillopt_ci.core import codec
 from skillopt_ci.core.codec import Record
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.inputs.writable import write_json_atomic
-from skillopt_ci.train.history import EpochRecord, StepRecord
+from skillopt_ci.train.history import EditEvidence, EpochRecord, StepRecord
 from skillopt_ci.train.optimizer import EpochEdit, OptimizerBuffer
 
 STATE_SCHEMA_VERSION = 1
@@ -90,6 +90,11 @@ class TrainState(Record):
     val_samples: Annotated[dict[int, dict[str, list[float]]], codec.OMIT_EMPTY] = field(default_factory=dict)
     # Target calls the baseline's validation sent (the start of the best-so-far curve); left out when 0.
     baseline_calls: Annotated[int, codec.OMIT_EMPTY] = 0
+    # Per edit an accepted step added (confirmed in screening): the evidence it was accepted on,
+    # which the epoch-end audit re-tests. Left out when empty (older files load without it).
+    evidence: Annotated[list[EditEvidence], codec.OMIT_EMPTY] = field(default_factory=list)
+    # The epoch whose audit is done (checkpointed before the slow update; None: none yet).
+    audited_epoch: Annotated[int | None, codec.OMIT_NONE] = None
 
     def version(self, number: int) -> Version:
         return self.versions[number]

@@ -17,7 +17,7 @@ from skillopt_ci.core.skill import NO_SKILL_NAME, no_skill
 from skillopt_ci.engine.evaluation import make_plan
 from skillopt_ci.engine.rundir import RunDir
 from skillopt_ci.train.call_plan import best_so_far
-from skillopt_ci.train.history import Decision, StepRecord
+from skillopt_ci.train.history import Decision, StepKind, StepRecord
 from skillopt_ci.train.records import AcceptedEdit, SplitComparison, StepPoint, TrainingSummary
 from skillopt_ci.train.state import TrainState
 
@@ -86,7 +86,8 @@ def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
                          r.outcome.reason, left_out(r)) for r in state.history if r.outcome]
     test_ok = test is None or test.delta is None or test.delta >= -trainer.policy.test_margin
     improved = best.number != 0 and (val.delta or 0.0) > 0 and test_ok
-    counts = {d: sum(1 for r in state.history if r.decision is d) for d in Decision}
+    # the harm audit's records re-test accepted rules: they are not steps that proposed a change
+    counts = {d: sum(1 for r in state.history if r.decision is d and r.kind is not StepKind.AUDIT) for d in Decision}
     stages: dict[str, dict[str, Any]] = {}
     for record in state.history:
         for stage, spend in (record.outcome.spend if record.outcome else {}).items():

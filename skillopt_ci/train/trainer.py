@@ -1,22 +1,20 @@
-"""The training loop: rollout → reflect → merge → select → apply → gate on validation → record.
+"""The training loop: rollout → reflect → merge → select → apply → screen → gate → record.
 
 Per epoch the train split is shuffled (seeded by ``train.seed`` and the epoch) into minibatches;
-each step rolls the incumbent skill out on one batch, asks the optimizer to reflect on failures
-and successes separately, merges and selects at most the step's edit budget, applies the edits,
-and accepts the candidate only if it beats the incumbent on the same validation tasks and
-repeats (ties rejected; scoring stops early once it cannot win). At each epoch boundary the slow
-update rewrites the protected ``durable`` block (gated like any candidate) and the meta skill
-(the optimizer's memory) is updated. At the end the baseline and the best skill are scored on the
-sealed test split.
+each step rolls the incumbent out on one batch, asks the optimizer to reflect on failures and
+successes, merges, selects and applies at most the step's edit budget, screens the edits
+(:mod:`~skillopt_ci.train.screen`) and lets the acceptance rule judge the candidate on validation.
+At each epoch's end the accepted rules are audited (:mod:`~skillopt_ci.train.audit`), the slow
+update rewrites the protected ``durable`` block (gated like any candidate) and the meta skill is
+updated. At the end the baseline and the best skill are scored on the sealed test split.
 
-Every step ends with a checkpoint (``state.json``); re-running the same command resumes, and
+Every stage ends with a checkpoint (``state.json``); re-running the same command resumes and
 makes the same decisions as an uninterrupted run (all randomness is derived from the seed and the
-step, never from the order of events). Budgets stop the run at a checkpoint.
+step). Budgets stop the run at a checkpoint; a target-call budget is planned
+(:mod:`~skillopt_ci.train.call_plan`) so that the run still ends with its test.
 
-The loop owns the state and the records; the work of a step is done by collaborators, each
-testable alone: :class:`~skillopt_ci.train.propose.EditProposer` (rollout → reflect → merge →
-select → apply), :class:`~skillopt_ci.train.gate.ValidationGate` (early rejection against the
-incumbent) and :class:`~skillopt_ci.train.credit.CreditAssigner` (leave-one-edit-out).
+Collaborators do the work of a step, each testable alone: the proposer, the screener, the
+validation gate, the credit assigner and the auditor.
 """
 
 from __future__ import annotations
@@ -46,6 +44,8 @@ from skillopt_ci.engine.rundir import RunDir, write_atomic, write_json_atomic
 from skillopt_ci.inputs.config import Budgets, Config, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.models.budget import BudgetReached
+from skillopt_ci.train import audit as harm
+from skillopt_ci.train.acceptance import only_deletes
 from skillopt_ci.train.call_plan import CallPlan
 from skillopt_ci.train.credit import CreditAssigner
 from skillopt_ci.train.evaluate import BudgetExhausted, BudgetMeter, StageEvaluator
@@ -106,7 +106,10 @@ class Trainer:
                                    ComparePolicy.from_gate(config.gate, margin=0.0), self.val_results, self.skill_text)
         self.credit = CreditAssigner(self.evaluator, val_tasks, self.caps, policy.credit_confidence, repeats)
         self.screener = Screener(self.evaluator, self.caps, policy.screening, self.gate.rule.screens_edits_alone)
-        self.plan = self.call_plan(budgets)
+        self.plan = None if budgets.max_target_calls is None else CallPlan(  # see train.call_plan
+            budgets.max_target_calls, 2 * len(suite.splits.get("test") or ()) * self.evaluator.repeats,
+            len(self.val_ids) * self.evaluator.repeats, policy.batch_size, self.screener.active)
+        self.auditor = harm.Auditor(self.evaluator, val_tasks, self.caps, self.meter.reading)
 
     # ---- run directory -----------------------------------------------------------------------
 
@@ -141,14 +144,6 @@ class Trainer:
         rng.shuffle(order)
         size = self.policy.batch_size
         return [tuple(order[i:i + size]) for i in range(0, len(order), size)]
-
-    def call_plan(self, budgets: Budgets) -> CallPlan | None:
-        """What a run with ``budgets.max_target_calls`` plans with (:mod:`~skillopt_ci.train.call_plan`)."""
-        if budgets.max_target_calls is None:
-            return None
-        repeats = self.evaluator.repeats
-        return CallPlan(budgets.max_target_calls, 2 * len(self.suite.splits.get("test") or ()) * repeats,
-                        len(self.val_ids) * repeats, self.policy.batch_size, self.screener.active)
 
     def plan_stop(self, state: TrainState) -> str | None:
         """Why the next step (or slow update) does not fit in the target calls left, or ``None``."""
@@ -250,7 +245,7 @@ class Trainer:
         write_atomic(step_dir / "candidate.diff", unified_diff(incumbent_text, candidate_text))
         confirmed = record.screen is not None and record.screen.confirmed
         result = self.gate.judge(state.current, candidate_text, record.step, state.val_samples.get(state.incumbent),
-                                 confirmed=confirmed)
+                                 confirmed=confirmed, deletes_only=only_deletes(applied))
         if record.screen is not None and record.screen.dropped:
             result = replace(result, reason=f"{result.reason}; {len(record.screen.dropped)} of "
                                             f"{len(record.screen.edits)} edits screened out alone")
@@ -305,10 +300,11 @@ class Trainer:
         return self.finish(state, record, result.verdict.decision, result.reason, marks, result)
 
     def finish(self, state: TrainState, record: StepRecord, decision: Decision, reason: str,
-               marks: Sequence[StageSpend], result: GateResult | None = None) -> StepRecord:
+               marks: Sequence[StageSpend], result: GateResult | None = None,
+               stages: Sequence[str] | None = None) -> StepRecord:
         """Record how the step ended (in ``step.json`` and the history) and say so."""
         readings = [*marks, self.meter.reading()]
-        stages = SCREENED_STAGES if len(marks) == len(SCREENED_STAGES) else STAGES
+        stages = stages or (SCREENED_STAGES if len(marks) == len(SCREENED_STAGES) else STAGES)
         spend = {stage: readings[i + 1].minus(readings[i]) for i, stage in enumerate(stages[: len(readings) - 1])}
         outcome = StepOutcome(decision, reason, result.candidate_val if result else None, state.current.val_mean,
                               state.incumbent, spend, early_stopped=result.early_stopped if result else None,
@@ -320,6 +316,11 @@ class Trainer:
         return record
 
     def do_epoch_end(self, state: TrainState) -> None:
+        # only the screened rule records screening evidence; other runs' state files stay as they were
+        if self.policy.audit and self.gate.rule.screens_edits_alone and state.audited_epoch != state.epoch:
+            self.audit(state)
+            state.audited_epoch = state.epoch
+            self.checkpoint(state)  # a kill after the audit resumes at the slow update
         slow = None
         if self.policy.slow_update and state.incumbent != state.epoch_start:
             slow = self.slow_update(state)
@@ -336,6 +337,31 @@ class Trainer:
         state.epoch += 1
         state.step = 0
         state.phase = "steps" if state.epoch < self.policy.epochs else "test"
+
+    def audit(self, state: TrainState) -> None:
+        """The harm audit (:mod:`skillopt_ci.train.audit`): the evidence of the rules accepted since
+        the last audit is recorded, then a few accepted rules still in the incumbent are re-tested,
+        each in its own ``audit`` step; a removal is a new version."""
+        state.evidence += harm.new_evidence(state.history, state.evidence, self.dir / "steps")
+        for n, index in enumerate(harm.pick(state.evidence, self.skill_text(state.incumbent), self.caps)):
+            evidence, step_id = state.evidence[index], f"e{state.epoch}-audit-{n:02d}"
+            if harm.without(self.skill_text(state.incumbent), evidence.edit, self.caps) is None:
+                continue  # an earlier removal of this audit took its text too
+            done = self.auditor.audit(step_id, self.skill_text(state.incumbent), evidence)
+            record = StepRecord(step_id, StepKind.AUDIT, state.epoch, state.incumbent, audit=done.note)
+            note = done.note
+            if note.removed and done.val_dir is not None:
+                write_atomic(self.dir / "steps" / step_id / "candidate.diff",
+                             unified_diff(self.skill_text(state.incumbent), done.text))
+                version = self.add_version(state, done.text, step_id, note.without_val, done.val_dir)
+                state.incumbent = version.number
+                record = replace(record, applied=(done.outcome,), candidate_version=version.number)
+                state.evidence[index] = replace(evidence, removed_by=step_id)
+                self.reject(state, [evidence.edit], [done.rejection])
+            else:
+                state.evidence[index] = replace(evidence, audits=evidence.audits + 1, reconfirmed=note.reconfirmed)
+            self.finish(state, record, Decision.ACCEPTED if note.removed else Decision.REJECTED, done.reason,
+                        done.marks, done.gate_result, harm.STAGES)
 
     def slow_update(self, state: TrainState) -> StepRecord:
         """Previous-epoch skill vs current on the same train sample → a new durable block → gate."""

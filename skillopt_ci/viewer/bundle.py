@@ -167,11 +167,13 @@ def _train(b: _Builder, run: Path) -> dict[str, Any]:
                             ("previous", "previous epoch's skill on train"), ("current", "current skill on train")):
             found.append(b.evaluation(run / "steps" / step / part, f"steps/{step}/{part}", f"{step} {label}",
                                       skill_key=key if part == "val" else incumbent, step=step))
-        # screening's runs, credit assignment's trials, and the paired gate's further rounds
+        # screening's runs, credit assignment's trials, the paired gate's further rounds, the audit's runs
         extra = [(d, f"{part}/{d.name}", f"{what}: {d.name}") for part, what in (("screen", "screening"), ("credit", "credit"))
                  for d in sorted((run / "steps" / step / part).glob("*"))]
         extra += [(d, d.name, f"validation {d.name.removeprefix('val-')}")
                   for d in sorted((run / "steps" / step).glob("val-*"))]
+        extra += [(d, d.name, f"audit re-confirmation {d.name.removeprefix('confirm-')}")  # train/audit.py
+                  for d in sorted((run / "steps" / step).glob("confirm-*"))]
         found += [b.evaluation(path, f"steps/{step}/{rel}", f"{step} {label}", step=step) for path, rel, label in extra]
     found += [b.evaluation(test_dir, f"versions/{test_dir.parent.name}/test", f"{test_dir.parent.name} on test",
                            skill_key=test_dir.parent.name, step="test")
