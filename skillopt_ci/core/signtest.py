@@ -96,9 +96,9 @@ def operating(test: Sprt, q: float) -> tuple[float, float]:
     confirm = expected = 0.0
     while states:
         nxt: dict[tuple[int, int], float] = {}
-        for (w, l), mass in states.items():
+        for (w, lost), mass in states.items():
             expected += mass
-            for (w2, l2), p in (((w + 1, l), q), ((w, l + 1), 1 - q)):
+            for (w2, l2), p in (((w + 1, lost), q), ((w, lost + 1), 1 - q)):
                 verdict = test.verdict(w2, l2)
                 if verdict == CONFIRM:
                     confirm += mass * p

@@ -8,7 +8,15 @@ import math
 
 import pytest
 
-from skillopt_ci.core.signtest import CONFIRM, CONTINUE, REJECT, Sprt, error_rates, operating, sign_test
+from skillopt_ci.core.signtest import (
+    CONFIRM,
+    CONTINUE,
+    REJECT,
+    Sprt,
+    error_rates,
+    operating,
+    sign_test,
+)
 
 
 def test_sign_test_is_the_exact_one_sided_binomial_tail():

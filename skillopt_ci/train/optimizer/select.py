@@ -37,8 +37,11 @@ def select_edits(merged: Sequence[Edit], budget: int) -> list[Edit]:
     return list(merged[: max(budget, 0)])
 
 
+_CAPS = EditCaps()
+
+
 def select_applicable(text: str, merged: Sequence[Edit], budget: int,
-                      caps: EditCaps = EditCaps()) -> tuple[list[Edit], str, list[EditOutcome]]:
+                      caps: EditCaps = _CAPS) -> tuple[list[Edit], str, list[EditOutcome]]:
     """Apply ``merged`` in ranking order to ``text`` until ``budget`` edits have applied: the
     edits that applied, the resulting text, and the outcome of every edit tried (those skipped
     on the way included, so the record says why). Pure."""
