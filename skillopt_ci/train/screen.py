@@ -15,10 +15,13 @@ with a good one:
 1. *Alone*: each edit is applied alone to the incumbent and run once on the failures of the
    reflections that proposed it (an edit proposed only by success reflections: on all the
    batch's failures). It *fixes* a failure when it scores above the rollout there. An edit that
-   fixes nothing is run alone once more at another fresh sample index, and dropped when it fixes
-   nothing again. (A second alone run costs one call per failure; the alternative, a paired round,
-   costs two, and a useless edit on a failure both sides always fail ties for ever. A real fix
-   that passes 9 times in 10 misses one run 1 time in 10, two runs 1 time in 100.)
+   fixes nothing is dropped, except one proposed for a single failure: it is run alone once more
+   at another fresh sample index, and dropped when it fixes nothing again. (A real fix that passes
+   9 times in 10 misses its only failure 1 time in 10, two runs 1 time in 100, and all of two or
+   more failures at most 1 time in 100 already, so only the single failure is worth a second run.
+   That run costs one call; the alternative, a paired round, costs two, and on a failure both sides
+   always fail it ties until the round cap. An edit of success reflections was not proposed for
+   these failures: one run on all of them is its test.)
 2. *Confirmation on discordant pairs* (:mod:`skillopt_ci.core.signtest`): the fixed tasks (at most
    :data:`CONFIRM_WIDTH`, in batch order) are re-run in rounds, the edit and the incumbent side by
    side at the same fresh sample index. A pair is *discordant* when exactly one side scores
@@ -241,20 +244,17 @@ class Screener:
         if not all(o.applied for o in outcomes):
             return ScreenedEdit(edit, proposed_for, 0, 0, False, "screened out: cannot be applied alone")
         of = f"{len(sources)} training failures" if proposed_for else f"the batch's {len(sources)} training failures"
-        fixed: list[str] = []
-        for run_no in (1, 2):  # a second alone run only when the first fixed nothing
-            label, at = (f"edit-{index}", None) if run_no == 1 else (f"edit-{index}-again",
-                                                                      fresh_offset(step_id, f"alone-{index}", 2))
-            after = run(text, sources, label) if at is None else run(text, sources, label, at)
-            fixed = [t for t in sources if t in after and t in before and after[t] > before[t]]
-            if fixed:
-                break
+        after = run(text, sources, f"edit-{index}")
+        fixed = [t for t in sources if t in after and t in before and after[t] > before[t]]
+        runs = ""
+        if not fixed and len(proposed_for) == 1:  # one sample of one failure: a real fix misses it 1 time in 10
+            after = run(text, sources, f"edit-{index}-again", fresh_offset(step_id, f"alone-{index}", 2))
+            fixed, runs = [t for t in sources if t in after and t in before and after[t] > before[t]], " in two runs"
         if not fixed:
             if edit.op == "delete":
                 return ScreenedEdit(edit, proposed_for, 0, 0, True, "kept: passed to validation unconfirmed "
-                                                                    f"(a delete that fixed none of {of} in two runs)")
-            return ScreenedEdit(edit, proposed_for, 0, 0, False, f"screened out alone: fixed none of {of} "
-                                                                 "in two runs")
+                                                                    f"(a delete that fixed none of {of}{runs})")
+            return ScreenedEdit(edit, proposed_for, 0, 0, False, f"screened out alone: fixed none of {of}{runs}")
         verdict, wins, losses, rounds = self._confirm(step_id, index, text, incumbent_text, fixed, run, test)
         done = (f"alone it fixed {len(fixed)} of {of} and beat the incumbent in {wins} of {wins + losses} "
                 "discordant paired re-runs")
