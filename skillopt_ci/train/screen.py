@@ -22,9 +22,11 @@ with a good one:
    That run costs one call; the alternative, a paired round, costs two, and on a failure both sides
    always fail it ties until the round cap. An edit of success reflections was not proposed for
    these failures: one run on all of them is its test.)
-2. *Confirmation on discordant pairs* (:mod:`skillopt_ci.core.signtest`): the fixed tasks (at most
-   :data:`CONFIRM_WIDTH`, in batch order) are re-run in rounds, the edit and the incumbent side by
-   side at the same fresh sample index. A pair is *discordant* when exactly one side scores
+2. *Confirmation on discordant pairs* (:mod:`skillopt_ci.core.signtest`): the fixed tasks are re-run
+   in rounds, the edit and the incumbent side by side at the same fresh sample index; each round
+   runs the (at most :data:`CONFIRM_WIDTH`) fixed tasks that have done best so far, none that lost
+   more pairs than it won (a choice made from past pairs only, so under "no effect" every pair is
+   still a fair coin). A pair is *discordant* when exactly one side scores
    higher; under "no effect" the edit wins it with probability 1/2 whatever the task's pass rate,
    so the test is calibrated at every base rate (a test on rounds won is not: a useless edit wins
    a round ``p(1-p)`` of the time). The pairs, pooled over the fixed tasks in a fixed order, feed
