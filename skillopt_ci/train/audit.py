@@ -39,6 +39,7 @@ from skillopt_ci.core.credit import means
 from skillopt_ci.core.edits import Edit, EditCaps, EditOutcome, apply_edits
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.sequential import fresh_offset
+from skillopt_ci.core.signtest import sign_test
 from skillopt_ci.core.task import Task
 from skillopt_ci.engine.rundir import RunDir
 from skillopt_ci.train.evaluate import StageEvaluator
@@ -61,15 +62,6 @@ NET = 3  # wins minus losses that re-confirm a rule
 SCREEN_NET = 2  # what confirmed a task in screening (train/screen.py's CONFIRM_NET)
 KEEP_ALPHA = 0.25  # a rule is kept when validation without it is worse at this level (sign test)
 STAGES = ("confirmation", "validation")
-
-
-def sign_test(wins: int, losses: int) -> float:
-    """The exact one-sided sign test: the probability of at least ``wins`` wins in
-    ``wins + losses`` fair coin flips (1.0 when there is no discordant pair)."""
-    n = wins + losses
-    if n == 0 or wins <= 0:
-        return 1.0
-    return sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n
 
 
 def removal_of(edit: Edit) -> Edit | None:
@@ -145,8 +137,8 @@ def evidence_of(record: StepRecord, fixed: Callable[[int, tuple[str, ...]], tupl
     if screen is None or not screen.confirmed or record.outcome is None or record.candidate_version is None:
         return []
     kept = record.kept_edits()
-    return [EditEvidence(record.step, i, e.edit, fixed(i, e.failures) or e.failures, *e.confirmed)
-            for i, e in enumerate(screen.edits) if e.kept and e.confirmed is not None and e.edit in kept]
+    return [EditEvidence(record.step, i, e.edit, fixed(i, e.failures) or e.failures, *e.paired)
+            for i, e in enumerate(screen.edits) if e.kept and e.paired is not None and e.edit in kept]
 
 
 def pick(evidence: Sequence[EditEvidence], text: str, caps: EditCaps, limit: int = MAX_AUDITS) -> list[int]:

@@ -92,7 +92,13 @@ class CreditNote(Record):
 @dataclass(frozen=True)
 class ScreenedEdit(Record):
     """One edit screened alone on the training failures it was proposed for (and the successes):
-    how many it improved and broke, whether it was kept, and why, in one line."""
+    how many it improved and broke, whether it was kept, and why, in one line.
+
+    ``pairs`` is ``None`` exactly when the edit was never run paired against the incumbent;
+    otherwise it is ``(wins, losses)`` over the discordant pairs of its confirmation (the edit
+    and the incumbent at the same fresh sample index, exactly one side scoring higher), so
+    ``losses > wins`` means "measured and lost". ``confirmed`` is what screening before the
+    discordant-pair test wrote (paired wins and non-wins); it is only read from old files."""
 
     edit: Edit
     failures: tuple[str, ...]
@@ -100,8 +106,13 @@ class ScreenedEdit(Record):
     broken: int
     kept: bool
     reason: str
-    # The confirmation runs on the tasks it fixed: improvements and non-improvements (None: not run).
     confirmed: Annotated[tuple[int, int] | None, codec.OMIT_NONE] = None
+    pairs: Annotated[tuple[int, int] | None, codec.OMIT_NONE] = None
+
+    @property
+    def paired(self) -> tuple[int, int] | None:
+        """The paired counts, whichever screening wrote them (``pairs``, or an old file's ``confirmed``)."""
+        return self.pairs if self.pairs is not None else self.confirmed
 
 
 @dataclass(frozen=True)
@@ -125,11 +136,12 @@ class ScreenNote(Record):
 
     @property
     def confirmed(self) -> bool:
-        """Every kept edit was confirmed alone (so each carries its own evidence), or is a deletion
-        (judged on validation alone), and at least one was confirmed."""
+        """Every kept edit was confirmed alone (so each carries its own evidence: a kept edit was run
+        paired only when it was confirmed) or is a deletion (judged on validation alone), and at least
+        one was confirmed."""
         kept = [e for e in self.edits if e.kept]
-        return (self.passed and any(e.confirmed is not None for e in kept)
-                and all(e.confirmed is not None or is_deletion(e.edit) for e in kept))
+        paired = [e.paired is not None for e in kept]
+        return self.passed and any(paired) and all(p or is_deletion(e.edit) for p, e in zip(paired, kept, strict=True))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Proposing a training step's candidate: roll the incumbent out on the step's train batch,
-reflect on failures and successes, merge the proposals, select at most the step's edit budget
-and apply them. Nothing here is gated or recorded; :class:`Proposed` carries what the loop
+reflect on failures and successes, merge the proposals, and apply them in ranking order until the
+step's edit budget of edits has applied (one that cannot apply does not use the budget). Nothing here is gated or recorded; :class:`Proposed` carries what the loop
 records, and ``candidate_text`` is ``None`` when no edit could be applied."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from skillopt_ci.core.edits import Edit, EditCaps, EditOutcome, apply_edits
+from skillopt_ci.core.edits import Edit, EditCaps, EditOutcome
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.task import Task
 from skillopt_ci.engine.evaluation import EvalSession
@@ -20,7 +20,7 @@ from skillopt_ci.train.optimizer import (
     ReflectionContext,
     merge_proposals,
     reflect,
-    select_edits,
+    select_applicable,
 )
 
 
@@ -29,8 +29,8 @@ class Proposed:
     rollout: Rollout
     proposals: tuple[Proposal, ...]
     merged: tuple[Edit, ...]
-    selected: tuple[Edit, ...]
-    outcomes: tuple[EditOutcome, ...]
+    selected: tuple[Edit, ...]  # the edits that applied, at most the budget
+    outcomes: tuple[EditOutcome, ...]  # one per edit tried: the selected ones and those skipped on the way
     candidate_text: str | None
     marks: tuple[StageSpend, ...]  # meter readings: before the rollout, after it, after reflection
     scores: tuple[tuple[str, float], ...] = ()  # the incumbent's rollout score per measured task
@@ -52,7 +52,7 @@ class Proposed:
         errors = [p.error for p in self.proposals if p.error]
         if errors and not self.merged:
             return "optimizer output unusable: " + errors[0]
-        return "no edit could be applied" if self.selected else "no edit proposed"
+        return "no edit could be applied" if self.outcomes else "no edit proposed"
 
 
 @dataclass
@@ -76,8 +76,7 @@ class EditProposer:
         proposals = self.session.run(reflect(self.session.pool, rollout.results, context, group_size=self.group_size))
         after_reflect = self.meter()
         merged = merge_proposals(proposals)
-        selected = select_edits(merged, budget)
-        text, outcomes = apply_edits(incumbent_text, selected, self.caps)
+        selected, text, outcomes = select_applicable(incumbent_text, merged, budget, self.caps)
         return Proposed(Rollout(rollout.summary.mean, tuple(_failures(rollout.results))), tuple(proposals),
                         tuple(merged), tuple(selected), tuple(outcomes),
                         text if any(o.applied for o in outcomes) else None, (before, after_rollout, after_reflect),

@@ -13,25 +13,48 @@ against the incumbent, so a useless edit cannot pass on noise and a harmful edit
 with a good one:
 
 1. *Alone*: each edit is applied alone to the incumbent and run once on the failures of the
-   reflections that proposed it. It *fixes* a failure when it scores above the rollout there. An
-   edit that fixes nothing is dropped.
-2. *Confirmation*: each fixed task is re-run in rounds, the edit and the incumbent side by side at
-   the same fresh sample index; a round is a *win* when the edit scores above the incumbent. Per
-   task this is a sequential probability ratio test of "the edit wins here with probability 0.8"
-   against "0.2": each win multiplies the likelihood ratio by 4 and each non-win divides it by 4,
-   so a task is decided at a net of +2 wins (confirmed) or -2, within :data:`CONFIRM_ROUNDS`
-   rounds. Tasks are tested :data:`CONFIRM_WIDTH` at a time, in order; the edit is kept as soon as
-   one of its fixed tasks is confirmed, dropped when none can be. The pairing matters: a failure that was noise (the incumbent usually gets it right) is
-   "fixed" by any edit, but the incumbent wins it back as often, so it is not confirmed (about 1
-   time in 100 where both sides are right 9 times in 10), while a real fix (0.9 against 0.1) is
-   confirmed about 86 times in 100 per task. A confirmed edit then re-runs three rollout
-   successes; one that breaks more of them than it confirmed fixes is dropped.
+   reflections that proposed it (an edit proposed only by success reflections: on all the
+   batch's failures). It *fixes* a failure when it scores above the rollout there. An edit that
+   fixes nothing is dropped, except one proposed for a single failure: it is run alone once more
+   at another fresh sample index, and dropped when it fixes nothing again. (A real fix that passes
+   9 times in 10 misses its only failure 1 time in 10, two runs 1 time in 100, and all of two or
+   more failures at most 1 time in 100 already, so only the single failure is worth a second run.
+   That run costs one call; the alternative, a paired round, costs two, and on a failure both sides
+   always fail it ties until the round cap. An edit of success reflections was not proposed for
+   these failures: one run on all of them is its test.)
+2. *Confirmation on discordant pairs* (:mod:`skillopt_ci.core.signtest`): the fixed tasks are re-run
+   in rounds, the edit and the incumbent side by side at the same fresh sample index; each round
+   runs the (at most :data:`CONFIRM_WIDTH`) fixed tasks that have done best so far, none that lost
+   more pairs than it won (a choice made from past pairs only, so under "no effect" every pair is
+   still a fair coin). A pair is *discordant* when exactly one side scores
+   higher; under "no effect" the edit wins it with probability 1/2 whatever the task's pass rate,
+   so the test is calibrated at every base rate (a test on rounds won is not: a useless edit wins
+   a round ``p(1-p)`` of the time). The pairs, pooled over the fixed tasks in a fixed order, feed
+   a sequential probability ratio test of "wins with probability :data:`THETA`" against 1/2 that
+   confirms when the likelihood ratio reaches ``k / ALPHA`` (``k`` the edits screened in the step,
+   so the step's false-confirm rate stays under :data:`ALPHA`) and rejects at
+   :data:`REJECT_AT`, within :data:`MAX_PAIRS` pairs and :data:`CONFIRM_ROUNDS` rounds; it also
+   stops, unconfirmed, once the pairs the rounds left could run cannot confirm it.
+3. *Breakage, paired*: a confirmed edit and the incumbent re-run up to :data:`SUCCESSES` of the
+   rollout's successes at the same fresh sample index (a second round only when the first lost
+   more pairs than it won). Counting flips against the rollout would not do: a success of a kind
+   the skill does not cover was luck and "breaks" under any edit 9 times in 10. The edit is
+   dropped when its losses there are significant (:func:`~skillopt_ci.core.signtest.sign_test`
+   at :data:`ALPHA`) or when they outweigh its confirmed wins: at least
+   :data:`BREAK_MIN` more losses than wins, and more net losses per round on the successes than
+   net wins per round on the fixed tasks (each a sum over the tasks run of how much the edit
+   moved their pass rate, so the edit's net effect on the tasks it was run on is not positive).
+   One loss more than wins is within noise (a success at 0.9 on both sides loses a pair 9 times
+   in 100), so it never drops an edit on its own.
 
-The candidate is rebuilt from the kept edits (applied in order). An edit proposed only by success
-reflections has no failure to fix, and an edit that cannot be applied alone (its anchor comes from
-another edit) cannot be run alone: nothing can confirm either, so both are dropped. A step whose
-rollout had no failures is not screened (its edits come from success reflections); its candidate
-goes to validation, where, unconfirmed, it must beat the incumbent.
+The candidate is rebuilt from the kept edits (applied in order). An edit that cannot be applied
+alone (its anchor comes from another edit) cannot be run alone and is dropped. A delete that fixes
+none of the failures in both alone runs is not dropped: deletes shorten the skill and need not fix
+anything, so it is kept, unconfirmed ("passed to validation unconfirmed"), and the candidate then
+goes to validation as not confirmed. A step whose rollout had no failures is not screened (its
+edits come from success reflections); its candidate goes to validation, where, unconfirmed, it
+must beat the incumbent. ``ScreenedEdit.pairs`` is ``None`` exactly for the edits never run
+paired, otherwise the (wins, losses) of their confirmation.
 
 Everything here is deterministic given the step, so a resumed step re-reads its screening runs
 from disk and decides the same.
@@ -45,15 +68,21 @@ from dataclasses import dataclass
 from skillopt_ci.core.credit import means
 from skillopt_ci.core.edits import Edit, EditCaps, apply_edits, is_deletion
 from skillopt_ci.core.sequential import fresh_offset
+from skillopt_ci.core.signtest import CONFIRM, CONTINUE, Sprt, sign_test
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.history import ScreenedEdit, ScreenNote
 from skillopt_ci.train.propose import Proposed
 
 SUCCESSES = 3  # minibatch successes re-run to catch breakage
 SAMPLE_BASE = 1000  # screening sample indices start here, clear of the rollouts' (one per epoch)
-CONFIRM_NET = 2  # net improvements that decide the confirmation test (likelihood ratio 4**2 = 16)
-CONFIRM_ROUNDS = 4  # rounds of the paired test per task before it counts as not confirmed
-CONFIRM_WIDTH = 2  # fixed tasks tested side by side at a time (more: fewer rounds, more calls)
+ALPHA = 0.05  # the step's false-confirm rate (split over its edits) and the breakage test's level
+THETA = 0.9  # the win rate on discordant pairs the confirmation test is powered for
+REJECT_AT = 0.1  # the likelihood ratio at or below which the confirmation test gives up
+MAX_PAIRS = 20  # discordant pairs at most per edit
+CONFIRM_ROUNDS = 10  # paired rounds at most per edit
+CONFIRM_WIDTH = 3  # fixed tasks run side by side per round (more: fewer rounds, more wasted pairs)
+BREAK_ROUNDS = 2  # paired rounds on the successes at most (the second only after a net loss)
+BREAK_MIN = 2  # net paired losses on the successes below which an edit is never dropped for breakage
 
 Runner = Callable[..., dict[str, float]]  # (skill text, task ids, label[, sample offset]) -> score per task
 
@@ -150,7 +179,8 @@ class Screener:
             return ScreenNote(failures, successes, offset, sum(e.fixed for e in kept), sum(e.broken for e in kept),
                               tuple(edits), passed, reason)
 
-        edits = [self._confirm_alone(step_id, incumbent_text, i, e, proposed, before, run)
+        test = Sprt(theta=THETA, alpha=ALPHA, tests=max(1, len(applied)), reject_at=REJECT_AT, max_pairs=MAX_PAIRS)
+        edits = [self._confirm_alone(step_id, incumbent_text, i, e, proposed, before, run, test)
                  for i, e in enumerate(applied)]
         kept = tuple(e.edit for e in edits if e.kept)
         if not kept:
@@ -158,60 +188,91 @@ class Screener:
                                                                     "alone confirmed a fix"))
         text, outcomes = apply_edits(incumbent_text, kept, self.caps)
         kept = tuple(o.edit for o in outcomes if o.applied)
-        return Screening(text, kept, note(edits, True, f"screening: {len(kept)} of {len(applied)} edits "
-                                                       "confirmed alone"))
+        confirmed = sum(1 for e in edits if e.kept and e.pairs is not None and e.edit in kept)
+        unconfirmed = len(kept) - confirmed
+        more = f", {unconfirmed} passed to validation unconfirmed" if unconfirmed else ""
+        return Screening(text, kept, note(edits, True, f"screening: {confirmed} of {len(applied)} edits "
+                                                       f"confirmed alone{more}"))
 
     def _confirm(self, step_id: str, index: int, text: str, incumbent_text: str, fixed: Sequence[str],
-                 run: Runner) -> tuple[int, int, int]:
-        """The per-task paired test on the tasks an edit fixed, :data:`CONFIRM_WIDTH` tasks at a time
-        (in order), each for at most :data:`CONFIRM_ROUNDS` rounds, stopping at the first confirmed
-        task: (tasks confirmed, paired wins, paired non-wins)."""
-        net = dict.fromkeys(fixed, 0)  # per fixed task: paired wins minus non-wins so far
-        rounds = dict.fromkeys(fixed, 0)
-        good = bad = 0
-        for look in range(1, len(fixed) * CONFIRM_ROUNDS + 1):
-            open_ = [t for t in fixed if abs(net[t]) < CONFIRM_NET and rounds[t] < CONFIRM_ROUNDS][:CONFIRM_WIDTH]
-            if not open_ or any(v >= CONFIRM_NET for v in net.values()):
+                 run: Runner, test: Sprt) -> tuple[str, int, int, int]:
+        """The sequential test on discordant pairs over the first :data:`CONFIRM_WIDTH` tasks the
+        edit fixed, round by round: (verdict, wins, losses, rounds run)."""
+        net = dict.fromkeys(fixed, 0)  # per fixed task: its discordant wins minus losses so far
+        wins = losses = rounds = 0
+        verdict = CONTINUE
+        while verdict == CONTINUE and rounds < CONFIRM_ROUNDS:
+            # The tasks that have done best so far (none that lost more than it won), in batch order on ties.
+            tasks = sorted((t for t in fixed if net[t] >= 0), key=lambda t: -net[t])[:CONFIRM_WIDTH]
+            left = min((CONFIRM_ROUNDS - rounds) * len(tasks), test.max_pairs - wins - losses)
+            if wins + left < test.wins_needed(losses):  # cannot confirm any more: stop paying for pairs
                 break
-            at = fresh_offset(step_id, f"confirm-{index}", look)
-            again = run(text, open_, f"edit-{index}-confirm-{look}", at)
-            control = run(incumbent_text, open_, f"edit-{index}-control-{look}", at)
-            for t in open_:
-                rounds[t] += 1
+            rounds += 1
+            at = fresh_offset(step_id, f"confirm-{index}", rounds)
+            again = run(text, tasks, f"edit-{index}-confirm-{rounds}", at)
+            control = run(incumbent_text, tasks, f"edit-{index}-control-{rounds}", at)
+            for t in tasks:
+                if t not in again or t not in control or again[t] == control[t]:
+                    continue
+                won = again[t] > control[t]
+                wins, losses, net[t] = wins + won, losses + (not won), net[t] + (1 if won else -1)
+                verdict = test.verdict(wins, losses)
+                if verdict != CONTINUE:
+                    break
+        return verdict, wins, losses, rounds
+
+    def _breakage(self, step_id: str, index: int, text: str, incumbent_text: str, successes: Sequence[str],
+                  run: Runner) -> tuple[int, int, int]:
+        """Paired rounds on the successes: (wins, losses, rounds run); a second round only after
+        the first lost more pairs than it won."""
+        wins = losses = rounds = 0
+        while rounds < BREAK_ROUNDS and (rounds == 0 or losses > wins):
+            rounds += 1
+            at = fresh_offset(step_id, f"successes-{index}", rounds)
+            again = run(text, successes, f"edit-{index}-successes-{rounds}", at)
+            control = run(incumbent_text, successes, f"edit-{index}-successes-control-{rounds}", at)
+            for t in successes:
                 if t in again and t in control:
-                    win = again[t] > control[t]
-                    net[t] += 1 if win else -1
-                    good, bad = good + win, bad + (not win)
-        return sum(1 for v in net.values() if v >= CONFIRM_NET), good, bad
+                    wins, losses = wins + (again[t] > control[t]), losses + (again[t] < control[t])
+        return wins, losses, rounds
 
     def _confirm_alone(self, step_id: str, incumbent_text: str, index: int, edit: Edit, proposed: Proposed,
-                       before: Mapping[str, float], run: Runner) -> ScreenedEdit:
+                       before: Mapping[str, float], run: Runner, test: Sprt) -> ScreenedEdit:
         successes = proposed.successes[:SUCCESSES]
-        sources = proposed.sources(edit)
+        proposed_for = proposed.sources(edit)
+        # An edit proposed only for successes: every failure of the batch is one it may fix.
+        sources = proposed_for or proposed.rollout.failures
         text, outcomes = apply_edits(incumbent_text, [edit], self.caps)
         if not all(o.applied for o in outcomes):
-            return ScreenedEdit(edit, sources, 0, 0, False, "screened out: cannot be applied alone")
-        judged = "kept for validation: a deletion is judged there (it need only not lose)"
-        if not sources:
-            return ScreenedEdit(edit, sources, 0, 0, True, judged) if is_deletion(edit) else \
-                ScreenedEdit(edit, sources, 0, 0, False, "screened out: proposed for no failure, so nothing can confirm it")
+            return ScreenedEdit(edit, proposed_for, 0, 0, False, "screened out: cannot be applied alone")
+        of = f"{len(sources)} training failures" if proposed_for else f"the batch's {len(sources)} training failures"
         after = run(text, sources, f"edit-{index}")
         fixed = [t for t in sources if t in after and t in before and after[t] > before[t]]
-        if not fixed and is_deletion(edit):
-            return ScreenedEdit(edit, sources, 0, 0, True, f"{judged}; alone it fixed none of {len(sources)} "
-                                                          "training failures")
+        runs = ""
+        if not fixed and len(proposed_for) == 1:  # one sample of one failure: a real fix misses it 1 time in 10
+            after = run(text, sources, f"edit-{index}-again", fresh_offset(step_id, f"alone-{index}", 2))
+            fixed, runs = [t for t in sources if t in after and t in before and after[t] > before[t]], " in two runs"
         if not fixed:
-            return ScreenedEdit(edit, sources, 0, 0, False, f"screened out alone: fixed none of {len(sources)} "
-                                                           "training failures")
-        confirmed, good, bad = self._confirm(step_id, index, text, incumbent_text, fixed, run)
+            if is_deletion(edit):
+                return ScreenedEdit(edit, proposed_for, 0, 0, True, "kept: passed to validation unconfirmed "
+                                                                    f"(a delete that fixed none of {of}{runs})")
+            return ScreenedEdit(edit, proposed_for, 0, 0, False, f"screened out alone: fixed none of {of}{runs}")
+        verdict, wins, losses, rounds = self._confirm(step_id, index, text, incumbent_text, fixed, run, test)
+        done = (f"alone it fixed {len(fixed)} of {of} and beat the incumbent in {wins} of {wins + losses} "
+                "discordant paired re-runs")
+        if verdict != CONFIRM:
+            why = "" if losses > wins or not wins else ", not enough to confirm"
+            return ScreenedEdit(edit, proposed_for, len(fixed), 0, False, f"screened out: {done}{why}", pairs=(wins, losses))
         broken = 0
-        if confirmed and successes:  # breakage, checked once the edit has shown it fixes something
-            again = run(text, successes, f"edit-{index}-successes", fresh_offset(step_id, f"successes-{index}", 1))
-            broken = sum(1 for t in successes if t in again and t in before and again[t] < before[t])
-        done = (f"fixed {len(fixed)} of {len(sources)} training failures, confirmed {confirmed} "
-                f"(beat the incumbent in {good} of {good + bad} paired re-runs)")
-        if broken:
-            done += f", broke {broken} of {len(successes)} successes"
-        kept = confirmed > 0 and broken <= confirmed
-        return ScreenedEdit(edit, sources, len(fixed), broken, kept,
-                            f"{'kept' if kept else 'screened out'}: alone it {done}", (good, bad))
+        if successes:
+            b_wins, b_losses, b_rounds = self._breakage(step_id, index, text, incumbent_text, successes, run)
+            net = b_losses - b_wins
+            outweighs = net >= BREAK_MIN and net / b_rounds > (wins - losses) / rounds
+            if b_losses and (outweighs or sign_test(b_losses, b_wins) <= ALPHA):
+                return ScreenedEdit(edit, proposed_for, len(fixed), b_losses, False,
+                                    f"screened out: {done}, but lost {b_losses} and won {b_wins} paired re-runs "
+                                    f"of {len(successes)} successes", pairs=(wins, losses))
+            broken = b_losses
+            if b_losses:
+                done += f", lost {b_losses} and won {b_wins} paired re-runs of {len(successes)} successes"
+        return ScreenedEdit(edit, proposed_for, len(fixed), broken, True, f"kept: {done}", pairs=(wins, losses))

@@ -234,7 +234,7 @@ class Trainer:
             record, marks = replace(record, screen=screen.note), (*marks, self.meter.reading())
             # ``pairs`` (wins, losses over discordant paired re-runs) where screening records them
             self.reject(state, [e.edit for e in screen.dropped],
-                        [classify_rejection(e.reason, pairs=getattr(e, "pairs", None)) for e in screen.dropped])
+                        [classify_rejection(e.reason, pairs=e.pairs) for e in screen.dropped])
             if not screen.passed:
                 kept = [e for e in screen.applied if e not in [d.edit for d in screen.dropped]]
                 self.reject(state, kept, [classify_rejection(screen.note.reason)] * len(kept))

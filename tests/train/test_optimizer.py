@@ -44,6 +44,7 @@ from skillopt_ci.train.optimizer import (
     parse_proposal,
     read_proposal,
     reflect,
+    select_applicable,
     select_edits,
     slow_update,
     update_meta_skill,
@@ -358,6 +359,17 @@ def test_select_keeps_the_first_budget_edits():
     edits = [Edit("append", f"- R{i}.") for i in range(5)]
     assert select_edits(edits, 2) == edits[:2]
     assert select_edits(edits, 0) == [] and select_edits(edits, 9) == edits
+
+
+def test_the_edit_budget_is_spent_only_on_edits_that_apply():
+    gone = Edit("delete", "", "- a line that is not in the skill")
+    edits = [gone, Edit("append", "- R1."), Edit("replace", "- R9.", "- R1."), Edit("append", "- R2."),
+             Edit("append", "- R3.")]
+    selected, text, outcomes = select_applicable(SKILL, edits, 3)
+    # the delete's anchor is not in the skill: skipped, and the budget goes to the next three that apply
+    assert selected == edits[1:4] and "- R9." in text and "- R2." in text and "- R3." not in text
+    assert [o.status for o in outcomes] == ["anchor_not_found", "applied", "applied", "applied"]
+    assert select_applicable(SKILL, edits, 0) == ([], SKILL, [])
 
 
 def test_cosine_budget_decays_from_start_to_end():

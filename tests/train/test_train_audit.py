@@ -21,13 +21,14 @@ from helpers.noisy_world import (
 )
 from helpers.training import stable_history
 from skillopt_ci.core.edits import Edit, EditCaps, apply_edits
+from skillopt_ci.core.signtest import sign_test
 from skillopt_ci.core.skill import load_skill
 from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.inputs.config import Budgets, TrainPolicy
 from skillopt_ci.inputs.suite import load_suite
 from skillopt_ci.sim.server import ScriptedModelServer
 from skillopt_ci.train.acceptance import ScreenedRule
-from skillopt_ci.train.audit import pick, removal_of, sign_test, without
+from skillopt_ci.train.audit import pick, removal_of, without
 from skillopt_ci.train.history import Decision, EditEvidence, ScreenedEdit, ScreenNote, StepKind
 from skillopt_ci.train.optimizer import OptimizerBuffer
 from skillopt_ci.train.report import render_train_report
@@ -215,16 +216,20 @@ def test_a_kept_deletion_does_not_cost_the_confirmed_edits_beside_it_their_non_i
 def test_screening_keeps_a_deletion_that_fixes_nothing_alone_for_validation_and_drops_an_addition():
     from types import SimpleNamespace
 
-    from skillopt_ci.train.screen import Screener
+    from skillopt_ci.core.signtest import Sprt
+    from skillopt_ci.train.screen import ALPHA, MAX_PAIRS, REJECT_AT, THETA, Screener
 
     screener = Screener(None, EditCaps(), candidate=False, alone=True)  # type: ignore[arg-type]  # runs are faked
-    proposed = SimpleNamespace(sources=lambda edit: ("t1",), successes=())
+    proposed = SimpleNamespace(sources=lambda edit: ("t1", "t2"), successes=(),
+                               rollout=SimpleNamespace(failures=("t1", "t2")))
+    test = Sprt(theta=THETA, alpha=ALPHA, tests=2, reject_at=REJECT_AT, max_pairs=MAX_PAIRS)
     unchanged = lambda text, tasks, label, at=0: dict.fromkeys(tasks, 0.0)  # noqa: E731  # nothing is fixed
     deletion = Edit("delete", anchor=USELESS)
-    kept = screener._confirm_alone("e0-s00", PLANTED, 0, deletion, proposed, {"t1": 0.0}, unchanged)
-    assert kept.kept and kept.confirmed is None and kept.reason.startswith("kept for validation: a deletion")
-    dropped = screener._confirm_alone("e0-s00", PLANTED, 1, append("- Be brief."), proposed, {"t1": 0.0}, unchanged)
-    assert not dropped.kept and dropped.reason.startswith("screened out alone: fixed none of 1")
+    before = {"t1": 0.0, "t2": 0.0}
+    kept = screener._confirm_alone("e0-s00", PLANTED, 0, deletion, proposed, before, unchanged, test)
+    assert kept.kept and kept.pairs is None and kept.reason.startswith("kept: passed to validation unconfirmed")
+    dropped = screener._confirm_alone("e0-s00", PLANTED, 1, append("- Be brief."), proposed, before, unchanged, test)
+    assert not dropped.kept and dropped.reason.startswith("screened out alone: fixed none of 2")
 
 
 SENTENCE = "You route customer support tickets. "  # the simulated target reads no such line
@@ -252,7 +257,7 @@ def test_a_deletion_that_fixes_no_failure_is_accepted_on_validation_when_it_lose
         assert res.code == 0, res.err
     state = TrainState.load(tmp_path / "run")
     step = next(r for r in state.history if r.screen is not None and r.screen.edits)
-    assert step.screen.edits[0].reason.startswith("kept for validation: a deletion is judged there")
+    assert step.screen.edits[0].reason.startswith("kept: passed to validation unconfirmed")
     assert step.decision is Decision.ACCEPTED, step.reason
     assert "deletions only; non-inferiority" in step.reason
     assert SENTENCE not in (tmp_path / "run" / "best_skill.md").read_text()

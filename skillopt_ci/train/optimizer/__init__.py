@@ -29,7 +29,7 @@ from skillopt_ci.train.optimizer.reflect import (
     render_trajectory,
     split_results,
 )
-from skillopt_ci.train.optimizer.select import edit_budget, select_edits
+from skillopt_ci.train.optimizer.select import edit_budget, select_applicable, select_edits
 from skillopt_ci.train.optimizer.slow_update import (
     SlowUpdateInput,
     SlowUpdateResult,
@@ -65,6 +65,7 @@ __all__ = [
     "reflect",
     "render_trajectories",
     "render_trajectory",
+    "select_applicable",
     "select_edits",
     "slow_update",
     "split_results",

@@ -1,6 +1,9 @@
 """How many merged edits a step may apply: an edit budget that decays over the run.
 
 Early steps may change more (the skill is far from good); later steps make smaller, safer moves.
+The budget is spent only on edits that apply: :func:`select_applicable` applies the ranking in
+order, skips an edit that cannot be applied (an anchor not in the skill, a cap) without counting
+it, and stops when the budget is spent.
 """
 
 from __future__ import annotations
@@ -8,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from skillopt_ci.core.edits import Edit
+from skillopt_ci.core.edits import Edit, EditCaps, EditOutcome, apply_edits
 
 SCHEDULES = ("cosine", "linear", "constant")
 
@@ -32,3 +35,23 @@ def edit_budget(schedule: str, step: int, total_steps: int, start: int = 4, end:
 def select_edits(merged: Sequence[Edit], budget: int) -> list[Edit]:
     """The first ``budget`` edits: the merge order is the ranking."""
     return list(merged[: max(budget, 0)])
+
+
+_CAPS = EditCaps()
+
+
+def select_applicable(text: str, merged: Sequence[Edit], budget: int,
+                      caps: EditCaps = _CAPS) -> tuple[list[Edit], str, list[EditOutcome]]:
+    """Apply ``merged`` in ranking order to ``text`` until ``budget`` edits have applied: the
+    edits that applied, the resulting text, and the outcome of every edit tried (those skipped
+    on the way included, so the record says why). Pure."""
+    selected: list[Edit] = []
+    outcomes: list[EditOutcome] = []
+    for edit in merged:
+        if len(selected) >= budget:
+            break
+        text, (outcome,) = apply_edits(text, [edit], caps)
+        outcomes.append(outcome)
+        if outcome.applied:
+            selected.append(edit)
+    return selected, text, outcomes
