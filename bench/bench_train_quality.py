@@ -77,6 +77,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "screening": {**LEGACY, "screening": True},
     "credit_confidence=0.8": {**LEGACY, "credit_confidence": 0.8},
     "audit=off": {"audit": False},  # the defaults without the epoch-end harm audit
+    "group_size=1": {"group_size": 1},  # one failure per reflection
+    "group_size=2": {"group_size": 2},
+    "group_size=8": {"group_size": 8},  # the default before the worlds bench
 }
 STALL = 0.6
 LUCKY = 0.2  # a seed skill (true accuracy 0.10) that scored at least twice that on validation

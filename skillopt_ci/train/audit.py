@@ -59,7 +59,6 @@ MAX_AUDITS = 4  # rules audited per epoch (bounds the calls)
 WIDTH = 2  # evidence tasks re-run per round
 PAIRS = 16  # paired re-runs at most per rule (rounds = PAIRS / tasks)
 NET = 3  # wins minus losses that re-confirm a rule
-SCREEN_NET = 2  # what confirmed a task in screening (train/screen.py's CONFIRM_NET)
 KEEP_ALPHA = 0.25  # a rule is kept when validation without it is worse at this level (sign test)
 STAGES = ("confirmation", "validation")
 
@@ -94,14 +93,14 @@ def fixed_tasks(sources: Sequence[str], rollout: Mapping[str, float], alone: Map
 
 def confirmed_first(fixed: Sequence[str], rounds: Sequence[tuple[Mapping[str, float], Mapping[str, float]]]
                     ) -> tuple[str, ...]:
-    """``fixed`` with the tasks the screening's paired rounds (edit, incumbent) confirmed first: a
-    task whose wins exceed its non-wins by :data:`NET` or more."""
+    """``fixed`` ordered by how well each task did in the screening's paired rounds (edit,
+    incumbent): discordant wins minus losses, best first (ties keep their order)."""
     net = dict.fromkeys(fixed, 0)
     for edit, control in rounds:
         for t in net:
             if t in edit and t in control:
-                net[t] += 1 if edit[t] > control[t] else -1
-    return tuple(sorted(fixed, key=lambda t: net[t] < SCREEN_NET))
+                net[t] += (edit[t] > control[t]) - (edit[t] < control[t])
+    return tuple(sorted(fixed, key=lambda t: -net[t]))
 
 
 def screened_fixes(step_dir: Path, index: int, sources: tuple[str, ...]) -> tuple[str, ...]:
@@ -137,7 +136,9 @@ def evidence_of(record: StepRecord, fixed: Callable[[int, tuple[str, ...]], tupl
     if screen is None or not screen.confirmed or record.outcome is None or record.candidate_version is None:
         return []
     kept = record.kept_edits()
-    return [EditEvidence(record.step, i, e.edit, fixed(i, e.failures) or e.failures, *e.paired)
+    # an edit proposed only by success reflections was screened on all the batch's failures
+    batch = record.rollout.failures if record.rollout else ()
+    return [EditEvidence(record.step, i, e.edit, fixed(i, e.failures or batch) or e.failures or batch, *e.paired)
             for i, e in enumerate(screen.edits) if e.kept and e.paired is not None and e.edit in kept]
 
 

@@ -57,6 +57,12 @@ class CallPlan:
                 f"the final test and one validation")
 
 
+    def audits(self, spent: int, pairs: int, most: int) -> int:
+        """How many epoch-end audits (each at most ``pairs`` re-run calls and a validation of both
+        sides) fit in what is left after ``spent``, at most ``most``."""
+        return max(0, min(most, (self.budget - spent - self.reserve) // (pairs + 2 * self.validation)))
+
+
 def most(history: Sequence[StepRecord], stage: str) -> int:
     """The most target calls ``stage`` took in any recorded step (0 when none recorded it)."""
     return max((spend.target_calls for r in history if r.outcome for name, spend in r.outcome.spend.items()

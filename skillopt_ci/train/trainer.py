@@ -339,11 +339,12 @@ class Trainer:
         state.phase = "steps" if state.epoch < self.policy.epochs else "test"
 
     def audit(self, state: TrainState) -> None:
-        """The harm audit (:mod:`skillopt_ci.train.audit`): the evidence of the rules accepted since
-        the last audit is recorded, then a few accepted rules still in the incumbent are re-tested,
-        each in its own ``audit`` step; a removal is a new version."""
+        """The harm audit (:mod:`skillopt_ci.train.audit`): a few accepted rules re-tested, each in its
+        own ``audit`` step (as many as the target calls left allow); a removal is a new version."""
         state.evidence += harm.new_evidence(state.history, state.evidence, self.dir / "steps")
-        for n, index in enumerate(harm.pick(state.evidence, self.skill_text(state.incumbent), self.caps)):
+        limit = harm.MAX_AUDITS if self.plan is None else \
+            self.plan.audits(self.meter.spent().target_calls, 2 * harm.PAIRS, harm.MAX_AUDITS)
+        for n, index in enumerate(harm.pick(state.evidence, self.skill_text(state.incumbent), self.caps, limit)):
             evidence, step_id = state.evidence[index], f"e{state.epoch}-audit-{n:02d}"
             if harm.without(self.skill_text(state.incumbent), evidence.edit, self.caps) is None:
                 continue  # an earlier removal of this audit took its text too

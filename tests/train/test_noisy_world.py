@@ -161,7 +161,7 @@ def test_one_short_training_run_on_the_world_through_the_openai_sdk(tmp_path: Pa
     files = write_world(tmp_path, seed=0)
     models = NoisyModels()
     with ScriptedModelServer(models) as server:
-        config = world_config(server.openai_base_url, tmp_path, files, TrainPolicy(epochs=1, seed=0, **LEGACY_TRAIN),
+        config = world_config(server.openai_base_url, tmp_path, files, TrainPolicy(epochs=1, seed=0, group_size=8, **LEGACY_TRAIN),
                               concurrency=1)
         outcome = run_training(config, TrainRequest(skill=SKILL_NAME, out=tmp_path / "run"), log=lambda line: None,
                                session_options={"show_progress": False})

@@ -159,7 +159,7 @@ def test_training_records_a_validation_loss_as_refuted_with_its_means(tmp_path):
     with ScriptedModelServer(SimulatedModels()) as sim:
         project = train_project(tmp_path / "p", sim.openai_base_url,
                                 train={"epochs": 2, "acceptance": "mean", "early_stop": False,
-                                       "credit_assignment": False})
+                                       "credit_assignment": False, "group_size": 8})  # a run with both losses
         assert train(project, tmp_path / "run").code == 0
     state = TrainState.load(tmp_path / "run")
     lost = [r for r in state.history if r.kind is StepKind.STEP and r.outcome is not None
