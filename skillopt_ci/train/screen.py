@@ -87,6 +87,12 @@ BREAK_MIN = 2  # net paired losses on the successes below which an edit is never
 Runner = Callable[..., dict[str, float]]  # (skill text, task ids, label[, sample offset]) -> score per task
 
 
+def confirm_label(index: int, side: str, round_no: int) -> str:
+    """The run label of edit ``index``'s paired confirmation round ``round_no`` (``side``: the edit's
+    ``confirm`` run or the incumbent's ``control``); the harm audit reads them back."""
+    return f"edit-{index}-{side}-{round_no}"
+
+
 @dataclass(frozen=True)
 class Count:
     fixed: int
@@ -209,8 +215,8 @@ class Screener:
                 break
             rounds += 1
             at = fresh_offset(step_id, f"confirm-{index}", rounds)
-            again = run(text, tasks, f"edit-{index}-confirm-{rounds}", at)
-            control = run(incumbent_text, tasks, f"edit-{index}-control-{rounds}", at)
+            again = run(text, tasks, confirm_label(index, "confirm", rounds), at)
+            control = run(incumbent_text, tasks, confirm_label(index, "control", rounds), at)
             for t in tasks:
                 if t not in again or t not in control or again[t] == control[t]:
                     continue
