@@ -54,7 +54,7 @@ from skillopt_ci.train.history import (
     StepRecord,
 )
 from skillopt_ci.train.optimizer import Rejection, classify_rejection
-from skillopt_ci.train.screen import confirm_label
+from skillopt_ci.train.screen import confirm_label, control_of
 
 MAX_AUDITS = 4  # rules audited per epoch (bounds the calls)
 WIDTH = 2  # evidence tasks re-run per round
@@ -62,7 +62,6 @@ PAIRS = 16  # paired re-runs at most per rule (rounds = PAIRS / tasks)
 NET = 3  # wins minus losses that re-confirm a rule
 KEEP_ALPHA = 0.25  # a rule is kept when validation without it is worse at this level (sign test)
 STAGES = ("confirmation", "validation")
-SIDES = ("confirm", "control")  # the screening's paired runs: the edit's, the incumbent's
 
 
 def removal_of(edit: Edit) -> Edit | None:
@@ -115,10 +114,9 @@ def screened_fixes(step_dir: Path, index: int, sources: tuple[str, ...]) -> tupl
     rollout, alone = (means(RunDir(run).load_results(), list(sources)) for run in runs)
     fixed = fixed_tasks(sources, rollout, alone)
     rounds: list[tuple[dict[str, float], dict[str, float]]] = []
-    while all((screen / confirm_label(index, side, len(rounds) + 1) / "results.jsonl").exists() for side in SIDES):
-        edit, control = (means(RunDir(screen / confirm_label(index, side, len(rounds) + 1)).load_results(), list(fixed))
-                         for side in SIDES)
-        rounds.append((edit, control))
+    while (screen / (run := confirm_label(index, "confirm", len(rounds) + 1)) / "results.jsonl").exists():
+        rounds.append((means(RunDir(screen / run).load_results(), list(fixed)),
+                       control_of(screen, index, len(rounds) + 1, fixed)))
     return confirmed_first(fixed, rounds)
 
 

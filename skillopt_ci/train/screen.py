@@ -12,7 +12,7 @@ rejected without validation (``train.screening``).
 against the incumbent, so a useless edit cannot pass on noise and a harmful edit cannot ride in
 with a good one:
 
-1. *Alone*: each edit is applied alone to the incumbent and run once on the failures of the
+1. *Alone*: first, each edit is applied alone to the incumbent and run once on the failures of the
    reflections that proposed it (an edit proposed only by success reflections: on all the
    batch's failures). It *fixes* a failure when it scores above the rollout there. An edit that
    fixes nothing is dropped, except one proposed for a single failure: it is run alone once more
@@ -22,8 +22,10 @@ with a good one:
    That run costs one call; the alternative, a paired round, costs two, and on a failure both sides
    always fail it ties until the round cap. An edit of success reflections was not proposed for
    these failures: one run on all of them is its test.)
-2. *Confirmation on discordant pairs* (:mod:`skillopt_ci.core.signtest`): the fixed tasks are re-run
-   in rounds, the edit and the incumbent side by side at the same fresh sample index; each round
+2. *Confirmation on discordant pairs* (:mod:`skillopt_ci.core.signtest`), for each edit that fixed
+   something alone: the fixed tasks are re-run in rounds, the edit and the incumbent side by side at
+   the same fresh sample index (one per round, shared by the step's edits, so the incumbent runs a
+   task once per round however many edits are confirmed on it: :class:`Controls`); each round
    runs the (at most :data:`CONFIRM_WIDTH`) fixed tasks that have done best so far, none that lost
    more pairs than it won (a choice made from past pairs only, so under "no effect" every pair is
    still a fair coin). A pair is *discordant* when exactly one side scores
@@ -31,8 +33,9 @@ with a good one:
    so the test is calibrated at every base rate (a test on rounds won is not: a useless edit wins
    a round ``p(1-p)`` of the time). The pairs, pooled over the fixed tasks in a fixed order, feed
    a sequential probability ratio test of "wins with probability :data:`THETA`" against 1/2 that
-   confirms when the likelihood ratio reaches ``k / ALPHA`` (``k`` the edits screened in the step,
-   so the step's false-confirm rate stays under :data:`ALPHA`) and rejects at
+   confirms when the likelihood ratio reaches ``k / ALPHA`` (``k`` the step's edits that fixed a
+   failure alone, known before any pair is run, so under "no effect" the step's false-confirm rate
+   stays under :data:`ALPHA` whatever ``k`` turns out to be) and rejects at
    :data:`REJECT_AT`, within :data:`MAX_PAIRS` pairs and :data:`CONFIRM_ROUNDS` rounds; it also
    stops, unconfirmed, once the pairs the rounds left could run cannot confirm it.
 3. *Breakage, paired*: a confirmed edit and the incumbent re-run up to :data:`SUCCESSES` of the
@@ -56,19 +59,28 @@ edits come from success reflections); its candidate goes to validation, where, u
 must beat the incumbent. ``ScreenedEdit.pairs`` is ``None`` exactly for the edits never run
 paired, otherwise the (wins, losses) of their confirmation.
 
+Under a target-call budget, screening spends at most what the plan leaves it
+(:meth:`~skillopt_ci.train.call_plan.CallPlan.screening_left`): an edit whose alone run and
+least confirmation no longer fit is dropped as not measured, and a confirmation stops,
+unconfirmed, before a round that would not leave its breakage rounds room. Neither is a verdict
+on the edit (the optimizer's memory lists it as unproven).
+
 Everything here is deterministic given the step, so a resumed step re-reads its screening runs
 from disk and decides the same.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from skillopt_ci.core.credit import means
 from skillopt_ci.core.edits import Edit, EditCaps, apply_edits, is_deletion
 from skillopt_ci.core.sequential import fresh_offset
 from skillopt_ci.core.signtest import CONFIRM, CONTINUE, Sprt, sign_test
+from skillopt_ci.engine.rundir import RunDir
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.history import ScreenedEdit, ScreenNote
 from skillopt_ci.train.propose import Proposed
@@ -85,12 +97,27 @@ BREAK_ROUNDS = 2  # paired rounds on the successes at most (the second only afte
 BREAK_MIN = 2  # net paired losses on the successes below which an edit is never dropped for breakage
 
 Runner = Callable[..., dict[str, float]]  # (skill text, task ids, label[, sample offset]) -> score per task
+Allowance = Callable[[], "float | None"]  # rollouts screening may still run (``None``: no budget)
 
 
 def confirm_label(index: int, side: str, round_no: int) -> str:
     """The run label of edit ``index``'s paired confirmation round ``round_no`` (``side``: the edit's
     ``confirm`` run or the incumbent's ``control``); the harm audit reads them back."""
     return f"edit-{index}-{side}-{round_no}"
+
+
+def control_of(screen_dir: Path, index: int, round_no: int, tasks: Sequence[str]) -> dict[str, float]:
+    """The incumbent's scores on ``tasks`` in confirmation round ``round_no`` of edit ``index``, read
+    back from a step's ``screen`` folder: its own control run first, then the round's other edits'
+    (:class:`Controls` runs a task the incumbent already ran in the round only once)."""
+    own = confirm_label(index, "control", round_no)
+    pattern = re.compile(rf"edit-\d+-control-{round_no}")  # confirm_label(any index, "control", round_no)
+    runs = [screen_dir / own, *sorted(d for d in screen_dir.glob("edit-*") if pattern.fullmatch(d.name) and d.name != own)]
+    found: dict[str, float] = {}
+    for run in runs:
+        if (run / "results.jsonl").exists():
+            found = {**means(RunDir(run).load_results(), [t for t in tasks if t not in found]), **found}
+    return found
 
 
 @dataclass(frozen=True)
@@ -145,6 +172,11 @@ class Screener:
     caps: EditCaps
     candidate: bool  # ``train.screening``
     alone: bool  # the acceptance rule screens each edit alone (``screened``)
+    allowance: Allowance = lambda: None  # what a target-call budget leaves for screening (train.call_plan)
+
+    def affords(self, rollouts: int) -> bool:
+        left = self.allowance()
+        return left is None or rollouts <= left
 
     @property
     def active(self) -> bool:
@@ -185,9 +217,13 @@ class Screener:
             return ScreenNote(failures, successes, offset, sum(e.fixed for e in kept), sum(e.broken for e in kept),
                               tuple(edits), passed, reason)
 
-        test = Sprt(theta=THETA, alpha=ALPHA, tests=max(1, len(applied)), reject_at=REJECT_AT, max_pairs=MAX_PAIRS)
-        edits = [self._confirm_alone(step_id, incumbent_text, i, e, proposed, before, run, test)
-                 for i, e in enumerate(applied)]
+        first = [self._alone(step_id, incumbent_text, i, e, proposed, before, run) for i, e in enumerate(applied)]
+        # The step's error rate is split over the edits that fixed a failure alone: a number known before
+        # any pair is run, so under "no effect" the union bound holds whatever it turns out to be.
+        fixing = sum(isinstance(a, Alone) for a in first)
+        test = Sprt(theta=THETA, alpha=ALPHA, tests=max(1, fixing), reject_at=REJECT_AT, max_pairs=MAX_PAIRS)
+        control = Controls(run, incumbent_text)
+        edits = [self._paired(step_id, a, successes, run, control, test) if isinstance(a, Alone) else a for a in first]
         kept = tuple(e.edit for e in edits if e.kept)
         if not kept:
             return Screening(incumbent_text, (), note(edits, False, f"screened out: none of {len(applied)} edits "
@@ -200,8 +236,8 @@ class Screener:
         return Screening(text, kept, note(edits, True, f"screening: {confirmed} of {len(applied)} edits "
                                                        f"confirmed alone{more}"))
 
-    def _confirm(self, step_id: str, index: int, text: str, incumbent_text: str, fixed: Sequence[str],
-                 run: Runner, test: Sprt) -> tuple[str, int, int, int]:
+    def _confirm(self, step_id: str, index: int, text: str, fixed: Sequence[str], reserve: int,
+                 run: Runner, control: Controls, test: Sprt) -> tuple[str, int, int, int]:
         """The sequential test on discordant pairs over the first :data:`CONFIRM_WIDTH` tasks the
         edit fixed, round by round: (verdict, wins, losses, rounds run)."""
         net = dict.fromkeys(fixed, 0)  # per fixed task: its discordant wins minus losses so far
@@ -213,38 +249,41 @@ class Screener:
             left = min((CONFIRM_ROUNDS - rounds) * len(tasks), test.max_pairs - wins - losses)
             if wins + left < test.wins_needed(losses):  # cannot confirm any more: stop paying for pairs
                 break
+            if not self.affords(2 * len(tasks) + reserve):  # the budget: unconfirmed, not refuted
+                break
             rounds += 1
-            at = fresh_offset(step_id, f"confirm-{index}", rounds)
+            at = fresh_offset(step_id, "confirm", rounds)  # one index per round: edits share the control
             again = run(text, tasks, confirm_label(index, "confirm", rounds), at)
-            control = run(incumbent_text, tasks, confirm_label(index, "control", rounds), at)
+            versus = control(tasks, confirm_label(index, "control", rounds), at)
             for t in tasks:
-                if t not in again or t not in control or again[t] == control[t]:
+                if t not in again or t not in versus or again[t] == versus[t]:
                     continue
-                won = again[t] > control[t]
+                won = again[t] > versus[t]
                 wins, losses, net[t] = wins + won, losses + (not won), net[t] + (1 if won else -1)
                 verdict = test.verdict(wins, losses)
                 if verdict != CONTINUE:
                     break
         return verdict, wins, losses, rounds
 
-    def _breakage(self, step_id: str, index: int, text: str, incumbent_text: str, successes: Sequence[str],
-                  run: Runner) -> tuple[int, int, int]:
+    def _breakage(self, step_id: str, index: int, text: str, successes: Sequence[str], run: Runner,
+                  control: Controls) -> tuple[int, int, int]:
         """Paired rounds on the successes: (wins, losses, rounds run); a second round only after
         the first lost more pairs than it won."""
         wins = losses = rounds = 0
         while rounds < BREAK_ROUNDS and (rounds == 0 or losses > wins):
             rounds += 1
-            at = fresh_offset(step_id, f"successes-{index}", rounds)
+            at = fresh_offset(step_id, "successes", rounds)
             again = run(text, successes, f"edit-{index}-successes-{rounds}", at)
-            control = run(incumbent_text, successes, f"edit-{index}-successes-control-{rounds}", at)
+            versus = control(successes, f"edit-{index}-successes-control-{rounds}", at)
             for t in successes:
-                if t in again and t in control:
-                    wins, losses = wins + (again[t] > control[t]), losses + (again[t] < control[t])
+                if t in again and t in versus:
+                    wins, losses = wins + (again[t] > versus[t]), losses + (again[t] < versus[t])
         return wins, losses, rounds
 
-    def _confirm_alone(self, step_id: str, incumbent_text: str, index: int, edit: Edit, proposed: Proposed,
-                       before: Mapping[str, float], run: Runner, test: Sprt) -> ScreenedEdit:
-        successes = proposed.successes[:SUCCESSES]
+    def _alone(self, step_id: str, incumbent_text: str, index: int, edit: Edit, proposed: Proposed,
+               before: Mapping[str, float], run: Runner) -> ScreenedEdit | Alone:
+        """Edit ``index`` run alone on its failures: dropped (or a delete kept unconfirmed) as a
+        :class:`ScreenedEdit`, or what it fixed, to be confirmed."""
         proposed_for = proposed.sources(edit)
         # An edit proposed only for successes: every failure of the batch is one it may fix.
         sources = proposed_for or proposed.rollout.failures
@@ -252,26 +291,38 @@ class Screener:
         if not all(o.applied for o in outcomes):
             return ScreenedEdit(edit, proposed_for, 0, 0, False, "screened out: cannot be applied alone")
         of = f"{len(sources)} training failures" if proposed_for else f"the batch's {len(sources)} training failures"
+        if not self.affords(len(sources) + 2 * min(len(sources), CONFIRM_WIDTH) + 2 * len(proposed.successes[:SUCCESSES])):
+            return ScreenedEdit(edit, proposed_for, 0, 0, False, "screened out: the target-call budget left too "
+                                                                 "few calls to screen it (not measured)")
         after = run(text, sources, f"edit-{index}")
         fixed = [t for t in sources if t in after and t in before and after[t] > before[t]]
         runs = ""
         if not fixed and len(proposed_for) == 1:  # one sample of one failure: a real fix misses it 1 time in 10
             after = run(text, sources, f"edit-{index}-again", fresh_offset(step_id, f"alone-{index}", 2))
             fixed, runs = [t for t in sources if t in after and t in before and after[t] > before[t]], " in two runs"
-        if not fixed:
-            if is_deletion(edit):
-                return ScreenedEdit(edit, proposed_for, 0, 0, True, "kept: passed to validation unconfirmed "
-                                                                    f"(a delete that fixed none of {of}{runs})")
-            return ScreenedEdit(edit, proposed_for, 0, 0, False, f"screened out alone: fixed none of {of}{runs}")
-        verdict, wins, losses, rounds = self._confirm(step_id, index, text, incumbent_text, fixed, run, test)
-        done = (f"alone it fixed {len(fixed)} of {of} and beat the incumbent in {wins} of {wins + losses} "
+        if fixed:
+            return Alone(index, edit, proposed_for, text, tuple(fixed), of)
+        if is_deletion(edit):
+            return ScreenedEdit(edit, proposed_for, 0, 0, True, "kept: passed to validation unconfirmed "
+                                                                f"(a delete that fixed none of {of}{runs})")
+        return ScreenedEdit(edit, proposed_for, 0, 0, False, f"screened out alone: fixed none of {of}{runs}")
+
+    def _paired(self, step_id: str, alone: Alone, successes: Sequence[str], run: Runner, control: Controls,
+                test: Sprt) -> ScreenedEdit:
+        """An edit that fixed failures alone, confirmed against the incumbent, then its breakage."""
+        index, edit, proposed_for, text, fixed = alone.index, alone.edit, alone.proposed_for, alone.text, alone.fixed
+        reserve = 2 * len(successes)  # the breakage rounds a confirmed edit still needs
+        verdict, wins, losses, rounds = self._confirm(step_id, index, text, fixed, reserve, run, control, test)
+        done = (f"alone it fixed {len(fixed)} of {alone.of} and beat the incumbent in {wins} of {wins + losses} "
                 "discordant paired re-runs")
         if verdict != CONFIRM:
             why = "" if losses > wins or not wins else ", not enough to confirm"
+            if why and not self.affords(2 * min(len(fixed), CONFIRM_WIDTH) + reserve):
+                why += " within the target-call budget"
             return ScreenedEdit(edit, proposed_for, len(fixed), 0, False, f"screened out: {done}{why}", pairs=(wins, losses))
         broken = 0
         if successes:
-            b_wins, b_losses, b_rounds = self._breakage(step_id, index, text, incumbent_text, successes, run)
+            b_wins, b_losses, b_rounds = self._breakage(step_id, index, text, successes, run, control)
             net = b_losses - b_wins
             outweighs = net >= BREAK_MIN and net / b_rounds > (wins - losses) / rounds
             if b_losses and (outweighs or sign_test(b_losses, b_wins) <= ALPHA):
@@ -282,3 +333,36 @@ class Screener:
             if b_losses:
                 done += f", lost {b_losses} and won {b_wins} paired re-runs of {len(successes)} successes"
         return ScreenedEdit(edit, proposed_for, len(fixed), broken, True, f"kept: {done}", pairs=(wins, losses))
+
+
+@dataclass(frozen=True)
+class Alone:
+    """An edit that fixed failures run alone: what its confirmation starts from."""
+
+    index: int
+    edit: Edit
+    proposed_for: tuple[str, ...]
+    text: str
+    fixed: tuple[str, ...]
+    of: str  # which failures it was run on, in words
+
+
+@dataclass
+class Controls:
+    """The incumbent's paired runs of one step's screening, shared by its edits: every edit is run
+    against the incumbent at the same sample index per round, so a task the incumbent already ran
+    there is not run again (one step's edits, proposed for the same failures, share most of them).
+    Each edit's test stays exact; they are no longer independent, which the union bound over the
+    step's edits does not need. A run's folder holds only the tasks it ran; the harm audit reads a
+    round's control back from every edit's folder (:func:`control_of`)."""
+
+    run: Runner
+    text: str
+    known: dict[tuple[int, str], float] = field(default_factory=dict)
+
+    def __call__(self, tasks: Sequence[str], label: str, at: int) -> dict[str, float]:
+        missing = [t for t in tasks if (at, t) not in self.known]
+        if missing:
+            got = self.run(self.text, missing, label, at)
+            self.known.update({(at, t): got[t] for t in missing if t in got})
+        return {t: self.known[(at, t)] for t in tasks if (at, t) in self.known}

@@ -145,18 +145,6 @@ class Trainer:
         size = self.policy.batch_size
         return [tuple(order[i:i + size]) for i in range(0, len(order), size)]
 
-    def plan_stop(self, state: TrainState) -> str | None:
-        """Why the next step (or slow update) does not fit in the target calls left, or ``None``."""
-        if self.plan is None:
-            return None
-        if state.phase == "steps" and state.step < self.steps_per_epoch:
-            what, need = f"step e{state.epoch}-s{state.step:02d}", self.plan.step_calls(state.history)
-        elif state.phase == "epoch_end" and self.policy.slow_update and state.incumbent != state.epoch_start:
-            what, need = f"the slow update of epoch {state.epoch}", self.plan.step_calls(state.history, True)
-        else:
-            return None
-        return self.plan.stop_before(what, need, self.meter.spent().target_calls)
-
     def run(self, state: TrainState) -> TrainState:
         """Advance ``state`` to the end (or to a budget), checkpointing after every stage. With a
         target-call budget, a step that may not fit goes to the test phase instead (planned)."""
@@ -166,26 +154,7 @@ class Trainer:
         try:
             # every call of the run (the optimizer's too) reserves its estimated cost against the budget left
             with self.session.pool.guard.limited(budget_limits(self.meter.remaining())):
-                while state.phase != "done":
-                    reason = self.meter.exhausted()
-                    if reason and state.phase != "baseline":
-                        state.stopped = reason
-                        break
-                    planned = self.plan_stop(state)
-                    if planned:
-                        state.stopped, state.phase = planned, "test"
-                        self.log(planned)
-                        self.checkpoint(state)  # a resume starts at the test, as the disk says
-                    # what the final test needs is held back from every evaluation before it
-                    self.meter.held = self.plan.test if self.plan and state.phase != "test" else 0
-                    phase = state.phase
-                    {"baseline": self.do_baseline, "steps": self.do_step, "epoch_end": self.do_epoch_end,
-                     "test": self.do_test}[state.phase](state)
-                    if phase == "baseline":
-                        state.baseline_calls = self.meter.spent().target_calls
-                    self.checkpoint(state)
-        except BudgetExhausted as exc:  # the stage in progress is not recorded
-            state.stopped = str(exc)
+                self.loop(state)
         except BudgetReached as exc:  # a call (the optimizer's) was not sent: the stage is not recorded
             state.stopped = self.meter.refused(exc)
         except RuntimeFailure as exc:
@@ -194,6 +163,34 @@ class Trainer:
             raise
         self.checkpoint(state)
         return state
+
+    def loop(self, state: TrainState) -> None:
+        while state.phase != "done":
+            reason = self.meter.exhausted()
+            if reason and state.phase != "baseline":
+                state.stopped = reason
+                return
+            planned = self.plan and self.plan.stop_next(state, self.steps_per_epoch, self.policy.slow_update,
+                                                        self.meter.spent().target_calls)
+            if planned:
+                state.stopped, state.phase = planned, "test"
+                self.log(planned)
+                self.checkpoint(state)  # a resume starts at the test, as the disk says
+            # what the final test needs is held back from every evaluation before it
+            self.meter.held = self.plan.test if self.plan and state.phase != "test" else 0
+            phase = state.phase
+            try:
+                {"baseline": self.do_baseline, "steps": self.do_step, "epoch_end": self.do_epoch_end,
+                 "test": self.do_test}[phase](state)
+            except BudgetExhausted as exc:  # the stage in progress is not recorded
+                state.stopped = str(exc)
+                if self.plan is None or phase in ("baseline", "test") or self.meter.exhausted():
+                    return
+                state.stopped, state.phase = self.plan.overrun(state, self.meter.spent().target_calls), "test"
+                self.log(state.stopped)
+            if phase == "baseline":
+                state.baseline_calls = self.meter.spent().target_calls
+            self.checkpoint(state)
 
     def do_baseline(self, state: TrainState) -> None:
         self.log(f"baseline: scoring {self.entry.name} on {len(self.val_ids)} validation tasks")
@@ -229,6 +226,8 @@ class Trainer:
         step_dir = self.dir / "steps" / record.step
         candidate_text, applied, marks = proposed.candidate_text or "", proposed.applied, proposed.marks
         if self.screener.active:
+            if self.plan is not None:  # screening shrinks to what the budget leaves (train.call_plan)
+                self.screener.allowance = self.plan.allowance(state, lambda: self.meter.spent().target_calls)
             screen = self.screener.screen(record.step, state.epoch * self.steps_per_epoch + state.step,
                                           incumbent_text, proposed)
             record, marks = replace(record, screen=screen.note), (*marks, self.meter.reading())

@@ -216,19 +216,17 @@ def test_a_kept_deletion_does_not_cost_the_confirmed_edits_beside_it_their_non_i
 def test_screening_keeps_a_deletion_that_fixes_nothing_alone_for_validation_and_drops_an_addition():
     from types import SimpleNamespace
 
-    from skillopt_ci.core.signtest import Sprt
-    from skillopt_ci.train.screen import ALPHA, MAX_PAIRS, REJECT_AT, THETA, Screener
+    from skillopt_ci.train.screen import Screener
 
     screener = Screener(None, EditCaps(), candidate=False, alone=True)  # type: ignore[arg-type]  # runs are faked
     proposed = SimpleNamespace(sources=lambda edit: ("t1", "t2"), successes=(),
                                rollout=SimpleNamespace(failures=("t1", "t2")))
-    test = Sprt(theta=THETA, alpha=ALPHA, tests=2, reject_at=REJECT_AT, max_pairs=MAX_PAIRS)
     unchanged = lambda text, tasks, label, at=0: dict.fromkeys(tasks, 0.0)  # noqa: E731  # nothing is fixed
     deletion = Edit("delete", anchor=USELESS)
     before = {"t1": 0.0, "t2": 0.0}
-    kept = screener._confirm_alone("e0-s00", PLANTED, 0, deletion, proposed, before, unchanged, test)
+    kept = screener._alone("e0-s00", PLANTED, 0, deletion, proposed, before, unchanged)
     assert kept.kept and kept.pairs is None and kept.reason.startswith("kept: passed to validation unconfirmed")
-    dropped = screener._confirm_alone("e0-s00", PLANTED, 1, append("- Be brief."), proposed, before, unchanged, test)
+    dropped = screener._alone("e0-s00", PLANTED, 1, append("- Be brief."), proposed, before, unchanged)
     assert not dropped.kept and dropped.reason.startswith("screened out alone: fixed none of 2")
 
 

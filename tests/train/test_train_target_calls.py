@@ -97,6 +97,21 @@ def test_a_budget_reached_mid_stage_stops_cleanly_and_resumes(tmp_path, sim):
     assert s["complete"] is True and s["test"] is not None and s["target_calls"] <= BUDGET
 
 
+def test_a_step_that_takes_more_than_planned_stops_inside_and_still_tests_the_best_skill(tmp_path, sim):
+    # The mean rule's credit assignment validates the candidate once per edit, which the plan (one
+    # validation a step) does not foresee: the first step starts, then reaches the calls kept for the test.
+    project = budgeted(tmp_path / "p", sim.openai_base_url, calls=70, train={"acceptance": "mean"})
+    run = tmp_path / "run"
+    res = train(project, run)
+    assert res.code == 0, res.err
+    s = summary_of(run)
+    assert s["stopped"] == ("target-call budget: step e0-s00 took more than planned and stopped at 46 of 70 target "
+                            "calls, then went to the final test with the 24 calls kept for it")
+    assert s["complete"] is True and s["test"] is not None and target_calls_at(sim) == s["target_calls"] <= 70
+    assert TrainState.load(run).history == []  # the step it stopped inside is not recorded
+    assert train(project, run).code == 0 and summary_of(run) == s  # a finished run stays finished
+
+
 @pytest.mark.parametrize("bad", [0, -5, "many", 2.5])
 def test_a_bad_target_call_budget_is_rejected(tmp_path, bad):
     project = train_project(tmp_path / "p", "http://127.0.0.1:9", budgets={"max_target_calls": bad})
@@ -140,15 +155,51 @@ def _step(step: str, version: int, val: float, **calls: int) -> StepRecord:
                   for stage, n in calls.items()}})
 
 
-def test_the_plan_uses_the_largest_stages_seen_and_keeps_the_reserve():
+def test_the_plan_starts_a_step_that_can_screen_one_edit_and_validate_it():
     plan = CallPlan(budget=200, test=48, validation=24, batch=8, screening=True)
-    assert plan.step_calls([]) == 8 + 8 + 24  # before any step: a batch's worth of screening
-    history = [_step("e0-s00", 1, 0.5, rollout=8, screening=30, validation=40)]
-    assert plan.step_calls(history) == 8 + 30 + 40
-    assert plan.stop_before("step e0-s01", 78, 50) is None  # 200 - 50 - 72 = 78 left
-    why = plan.stop_before("step e0-s01", 78, 51)
-    assert why is not None and why.startswith("target-call budget: stopped before step e0-s01, which may need 78")
-    assert "77 left of 200" in why
+    assert plan.step_calls([]) == 8 + 16 + 24  # the rollout, one edit's alone run and confirmation, validation
+    history = [_step("e0-s00", 1, 0.5, rollout=8, screening=70, validation=40)]
+    assert plan.step_calls(history) == 8 + 16 + 40  # the largest validation seen; screening shrinks to fit
+    assert plan.stop_before("step e0-s01", 64, 88) is None  # 200 - 88 - 48 = 64 left
+    why = plan.stop_before("step e0-s01", 64, 89)
+    assert why is not None and why.startswith("target-call budget: stopped before step e0-s01, which may need 64")
+    assert "63 left of 200 after 89 spent and 48 kept for the final test" in why
+    # Screening may spend what is left once the test and the step's validation are kept, in rollouts:
+    assert plan.screening_left(history, 100, baseline_calls=24) == 200 - 100 - 48 - 40
+    assert plan.screening_left(history, 100, baseline_calls=48) == (200 - 100 - 48 - 40) / 2  # two calls a rollout
+    assert plan.screening_left(history, 190, baseline_calls=24) == 0
+
+
+def test_screening_under_a_small_allowance_drops_edits_as_not_measured_and_stops_confirming():
+    from types import SimpleNamespace
+
+    from skillopt_ci.core.edits import Edit, EditCaps
+    from skillopt_ci.train.optimizer import RejectionKind, classify_rejection
+    from skillopt_ci.train.screen import Screener
+
+    ran: list[tuple[str, ...]] = []
+
+    def run(text, tasks, label, at=0):  # the edit passes every time, the incumbent fails every time
+        ran.append(tuple(tasks))
+        return dict.fromkeys(tasks, 1.0 if "- Fix." in text else 0.0)
+
+    proposed = SimpleNamespace(sources=lambda edit: ("t1", "t2"), successes=(), scores={"t1": 0.0, "t2": 0.0},
+                               rollout=SimpleNamespace(failures=("t1", "t2")), applied=[Edit("append", text="- Fix.")],
+                               candidate_text="skill\n- Fix.\n")
+    left = {"rollouts": 3.0}
+    screener = Screener(None, EditCaps(), candidate=False, alone=True, allowance=lambda: left["rollouts"])  # type: ignore[arg-type]
+    none = screener._controlled("e0-s00", 1000, "skill\n", proposed, tuple(proposed.applied), proposed.scores, run)
+    assert not none.passed and ran == []  # 2 alone + 4 paired > 3: nothing run, nothing spent
+    edit = none.note.edits[0]
+    assert edit.reason == "screened out: the target-call budget left too few calls to screen it (not measured)"
+    assert classify_rejection(edit.reason, pairs=edit.pairs).kind is RejectionKind.UNPROVEN  # may come back
+    left["rollouts"] = 7.0  # the alone run (2) and one paired round (4), then no more
+    some = screener._controlled("e0-s00", 1000, "skill\n", proposed, tuple(proposed.applied), proposed.scores,
+                                lambda *a, **k: (left.update(rollouts=left["rollouts"] - len(a[1])), run(*a, **k))[1])
+    edit = some.note.edits[0]
+    assert not some.passed and edit.pairs == (2, 0)  # two wins, the budget stopped the rounds before a confirmation
+    assert edit.reason.endswith("not enough to confirm within the target-call budget")
+    assert classify_rejection(edit.reason, pairs=edit.pairs).kind is RejectionKind.UNPROVEN
 
 
 def test_old_runs_load_and_get_a_curve_by_step():
