@@ -536,6 +536,15 @@ def test_a_run_planned_within_its_target_calls_shows_the_best_so_far_curve(brows
         assert "Stopped early:" not in page.inner_text("#summary")  # finished, not waiting for a resume
         page.screenshot(path=str(tmp_path / "train-best-so-far.png"), full_page=True)
         w.assert_clean(only_file(html))
+    # A run without its summary (one in progress) gets the same curve from its state, baseline calls included.
+    (tmp_path / "run/summary.json").unlink()
+    html = write_report(tmp_path / "run", tmp_path / "live")
+    with open_page(browser, html.as_uri()) as w:
+        rows = w.page.locator("#best-so-far tbody tr")
+        assert [rows.nth(i).locator("td").all_inner_texts()[:3] for i in range(rows.count())] == \
+               [[p["step"], f"{p['calls']:,}", f"v{p['version']:03d}"] for p in changes]
+        assert curve[0]["calls"] > 0
+        w.assert_clean(only_file(html))
 
 
 class Held:

@@ -426,7 +426,7 @@
   function bestSoFar(bundle) { // summary.json's curve, or (a run in progress) the same from its step records
     const s = bundle.summary, t = bundle.train;
     if (s && s.best_so_far && s.best_so_far.length) return s.best_so_far;
-    let calls = 0;
+    let calls = t.baseline_calls || 0; // what the baseline's validation took, as train.call_plan.best_so_far counts
     const points = [{ step: "baseline", calls, version: 0, val: t.versions[0].val_mean }];
     for (const r of t.history) {
       for (const spend of Object.values(r.spend || {})) calls += spend.target_calls || 0;
