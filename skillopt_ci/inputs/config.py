@@ -138,7 +138,7 @@ class TrainPolicy(Record):
 
     epochs: int = 2
     batch_size: int = 8
-    group_size: int = 2  # trajectories per reflection call: 2 was best on the worst bench world (docs/decisions.md)
+    group_size: int = 1  # trajectories per reflection call: 1 was best on the worst bench world (docs/decisions.md)
     max_edits_per_reflection: int = 3
     budget_schedule: str = "cosine"
     budget_start: int = 4
