@@ -136,7 +136,7 @@ class GatePolicy(Record):
 class TrainPolicy(Record):
     """The ``train:`` section. See config.schema.json for what each field means."""
 
-    epochs: int = 2
+    epochs: int = 3  # 3 with patience 1 was best on the worst bench world (docs/decisions.md)
     batch_size: int = 8
     group_size: int = 1  # trajectories per reflection call: 1 was best on the worst bench world (docs/decisions.md)
     max_edits_per_reflection: int = 3
@@ -160,6 +160,7 @@ class TrainPolicy(Record):
     screening: bool = False
     credit_confidence: float | None = None
     audit: bool = True  # re-test accepted rules at each epoch's end (skillopt_ci.train.audit)
+    patience: int | None = 1  # epochs in a row that change nothing before training stops (None: run them all)
 
     @classmethod
     def _json_in(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -99,6 +99,15 @@ class TrainState(Record):
     def version(self, number: int) -> Version:
         return self.versions[number]
 
+    def unchanged_epochs(self) -> int:
+        """How many of the finished epochs, counted back from the last, accepted nothing in a row
+        (no step, audit or slow update made a new version)."""
+        changed = {r.epoch for r in self.history if r.candidate_version is not None}
+        count = 0
+        while count < self.epoch and self.epoch - 1 - count not in changed:
+            count += 1
+        return count
+
     @property
     def current(self) -> Version:
         return self.versions[self.incumbent]

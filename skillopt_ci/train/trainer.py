@@ -188,16 +188,13 @@ class Trainer:
                     return
                 state.stopped, state.phase = self.plan.overrun(state, self.meter.spent().target_calls), "test"
                 self.log(state.stopped)
-            if phase == "baseline":
-                state.baseline_calls = self.meter.spent().target_calls
             self.checkpoint(state)
 
     def do_baseline(self, state: TrainState) -> None:
         self.log(f"baseline: scoring {self.entry.name} on {len(self.val_ids)} validation tasks")
         outcome = self.evaluator.evaluate(self.baseline.text, "val", "versions/v000/val", label="baseline val")
         self.add_version(state, self.baseline.text, "baseline", outcome.summary.mean, "versions/v000/val")
-        state.phase = "steps"
-        state.buffer = OptimizerBuffer()
+        state.phase, state.buffer, state.baseline_calls = "steps", OptimizerBuffer(), self.meter.spent().target_calls
         self.log(f"baseline: validation {fmt(outcome.summary.mean)}")
 
     def do_step(self, state: TrainState) -> None:
@@ -320,9 +317,7 @@ class Trainer:
             self.audit(state)
             state.audited_epoch = state.epoch
             self.checkpoint(state)  # a kill after the audit resumes at the slow update
-        slow = None
-        if self.policy.slow_update and state.incumbent != state.epoch_start:
-            slow = self.slow_update(state)
+        slow = self.slow_update(state) if self.policy.slow_update and state.incumbent != state.epoch_start else None
         meta = None
         if self.policy.meta_skill and state.epoch_log:
             result = self.session.run(update_meta_skill(self.session.pool, state.meta_skill, state.epoch_log))
@@ -333,9 +328,15 @@ class Trainer:
         state.buffer = (state.buffer or OptimizerBuffer()).for_new_epoch()
         state.epoch_log = []
         state.epoch_start = state.incumbent
-        state.epoch += 1
-        state.step = 0
+        state.epoch, state.step = state.epoch + 1, 0
         state.phase = "steps" if state.epoch < self.policy.epochs else "test"
+        # an honest rule re-measures its incumbent at every validation: an epoch without a new version still moved it
+        patience = None if self.gate.rule.honest else self.policy.patience
+        if state.phase == "steps" and patience is not None and state.unchanged_epochs() >= patience:
+            state.phase, state.stopped = "test", (  # converged: the epochs left would start from the same skill
+                f"converged: {patience} epoch{'s' if patience > 1 else ''} in a row changed nothing (train.patience); "
+                f"{self.policy.epochs - state.epoch} of {self.policy.epochs} epochs not run")
+            self.log(state.stopped)
 
     def audit(self, state: TrainState) -> None:
         """The harm audit (:mod:`skillopt_ci.train.audit`): a few accepted rules re-tested, each in its

@@ -13,7 +13,7 @@ from helpers.project import LEGACY_TRAIN
 from helpers.training import kill_and_resume, stable_history, summary_of, train, train_project
 from skillopt_ci.sim import Fault, ScriptedModelServer
 from skillopt_ci.sim.sim_models import SIM_OPTIMIZER, SimulatedModels
-from skillopt_ci.train.history import Decision, StepKind
+from skillopt_ci.train.history import Decision, StepKind, StepRecord
 from skillopt_ci.train.state import TrainState
 
 SKILL = "skills/ticket-triage/SKILL.md"
@@ -117,6 +117,36 @@ def test_optimizer_prose_is_retried_then_the_step_is_skipped(tmp_path):
     assert any("could not be used" in c.request.last_user for c in optimizer_calls)
     assert (tmp_path / "run/best_skill.md").read_text() == (project / SKILL).read_text()
     assert summary_of(tmp_path / "run")["improved"] is False
+
+
+@pytest.mark.parametrize("patience", [1, None])
+def test_training_stops_after_an_epoch_that_changed_nothing_and_tests_its_best(tmp_path, patience):
+    # Every reflection is prose: no step can change the skill, so the epochs after the first would
+    # start from the same skill. With patience 1 the run tests its best then; without, it runs all 3.
+    with ScriptedModelServer(SimulatedModels(malformed=True)) as server:
+        project = train_project(tmp_path / "p", server.openai_base_url, train={"epochs": 3, "patience": patience})
+        res = train(project, tmp_path / "run")
+    assert res.code == 0, res.err
+    state, s = TrainState.load(tmp_path / "run"), summary_of(tmp_path / "run")
+    assert state.phase == "done" and s["complete"] is True and s["test"] is not None
+    assert {r.epoch for r in state.history} == ({0} if patience else {0, 1, 2})
+    if patience:
+        assert s["stopped"] == "converged: 1 epoch in a row changed nothing (train.patience); 2 of 3 epochs not run"
+        assert s["stopped"] in res.out + res.err
+    else:
+        assert s["stopped"] is None
+
+
+def test_unchanged_epochs_counts_back_from_the_last_finished_epoch():
+    def record(epoch: int, version: int | None) -> StepRecord:
+        return StepRecord(f"e{epoch}-s00", StepKind.STEP, epoch, 0, candidate_version=version)
+
+    state = TrainState(epoch=3, history=[record(0, 1), record(1, None), record(2, None)])
+    assert state.unchanged_epochs() == 2
+    state.history.append(StepRecord("e2-audit-00", StepKind.AUDIT, 2, 1, candidate_version=2))  # a removal is a change
+    assert state.unchanged_epochs() == 0
+    assert TrainState(epoch=2, history=[record(1, None)]).unchanged_epochs() == 2  # epoch 0 had no record at all
+    assert TrainState(epoch=0).unchanged_epochs() == 0
 
 
 def test_token_budget_stops_at_a_checkpoint_with_a_report(tmp_path, sim):
