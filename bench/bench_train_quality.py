@@ -83,7 +83,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "group_size=1": {"group_size": 1},  # one failure per reflection
     "group_size=2": {"group_size": 2},
     "group_size=8": {"group_size": 8},  # the default before the worlds bench
-    "epochs=3": {"epochs": 3},
+    "epochs=2": {"epochs": 2},  # the default before patience
+    "epochs=4": {"epochs": 4},
 }
 STALL = 0.6
 LUCKY = 0.2  # a seed skill (true accuracy 0.10) that scored at least twice that on validation
