@@ -351,7 +351,7 @@ class Alone:
 class Controls:
     """The incumbent's paired runs of one step's screening, shared by its edits: every edit is run
     against the incumbent at the same sample index per round, so a task the incumbent already ran
-    there is not run again (one step's edits, proposed for the same failures, share most of them).
+    there is not run again (two edits confirmed on the same failure share its control).
     Each edit's test stays exact; they are no longer independent, which the union bound over the
     step's edits does not need. A run's folder holds only the tasks it ran; the harm audit reads a
     round's control back from every edit's folder (:func:`control_of`)."""
