@@ -85,6 +85,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "group_size=8": {"group_size": 8},  # the default before the worlds bench
     "epochs=2": {"epochs": 2},  # the default before patience
     "epochs=4": {"epochs": 4},
+    "patience=2": {"patience": 2},
 }
 STALL = 0.6
 LUCKY = 0.2  # a seed skill (true accuracy 0.10) that scored at least twice that on validation

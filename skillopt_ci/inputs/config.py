@@ -160,7 +160,7 @@ class TrainPolicy(Record):
     screening: bool = False
     credit_confidence: float | None = None
     audit: bool = True  # re-test accepted rules at each epoch's end (skillopt_ci.train.audit)
-    patience: int | None = 1  # epochs in a row that change nothing before training stops (None: run them all)
+    patience: int | None = 2  # epochs in a row that change nothing before training stops (None: run them all)
 
     @classmethod
     def _json_in(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -333,7 +333,7 @@ class Trainer:
         # an honest rule re-measures its incumbent at every validation: an epoch without a new version still moved it
         patience = None if self.gate.rule.honest else self.policy.patience
         if state.phase == "steps" and patience is not None and state.unchanged_epochs() >= patience:
-            state.phase, state.stopped = "test", (  # converged: the epochs left would start from the same skill
+            state.phase, state.stopped = "test", (  # converged: epochs in a row made no new version
                 f"converged: {patience} epoch{'s' if patience > 1 else ''} in a row changed nothing (train.patience); "
                 f"{self.policy.epochs - state.epoch} of {self.policy.epochs} epochs not run")
             self.log(state.stopped)
