@@ -217,13 +217,15 @@ class Screener:
             return ScreenNote(failures, successes, offset, sum(e.fixed for e in kept), sum(e.broken for e in kept),
                               tuple(edits), passed, reason)
 
-        first = [self._alone(step_id, incumbent_text, i, e, proposed, before, run) for i, e in enumerate(applied)]
+        reserve = 2 * len(successes)  # the breakage rounds (both sides) a confirmed edit still needs
+        first = [self._alone(step_id, incumbent_text, i, e, proposed, before, run, reserve) for i, e in enumerate(applied)]
         # The step's error rate is split over the edits that fixed a failure alone: a number known before
         # any pair is run, so under "no effect" the union bound holds whatever it turns out to be.
         fixing = sum(isinstance(a, Alone) for a in first)
         test = Sprt(theta=THETA, alpha=ALPHA, tests=max(1, fixing), reject_at=REJECT_AT, max_pairs=MAX_PAIRS)
         control = Controls(run, incumbent_text)
-        edits = [self._paired(step_id, a, successes, run, control, test) if isinstance(a, Alone) else a for a in first]
+        edits = [self._paired(step_id, a, successes, reserve, run, control, test) if isinstance(a, Alone) else a
+                 for a in first]
         kept = tuple(e.edit for e in edits if e.kept)
         if not kept:
             return Screening(incumbent_text, (), note(edits, False, f"screened out: none of {len(applied)} edits "
@@ -281,7 +283,7 @@ class Screener:
         return wins, losses, rounds
 
     def _alone(self, step_id: str, incumbent_text: str, index: int, edit: Edit, proposed: Proposed,
-               before: Mapping[str, float], run: Runner) -> ScreenedEdit | Alone:
+               before: Mapping[str, float], run: Runner, reserve: int = 0) -> ScreenedEdit | Alone:
         """Edit ``index`` run alone on its failures: dropped (or a delete kept unconfirmed) as a
         :class:`ScreenedEdit`, or what it fixed, to be confirmed."""
         proposed_for = proposed.sources(edit)
@@ -291,7 +293,7 @@ class Screener:
         if not all(o.applied for o in outcomes):
             return ScreenedEdit(edit, proposed_for, 0, 0, False, "screened out: cannot be applied alone")
         of = f"{len(sources)} training failures" if proposed_for else f"the batch's {len(sources)} training failures"
-        if not self.affords(len(sources) + 2 * min(len(sources), CONFIRM_WIDTH) + 2 * len(proposed.successes[:SUCCESSES])):
+        if not self.affords(len(sources) + 2 * min(len(sources), CONFIRM_WIDTH) + reserve):
             return ScreenedEdit(edit, proposed_for, 0, 0, False, "screened out: the target-call budget left too "
                                                                  "few calls to screen it (not measured)")
         after = run(text, sources, f"edit-{index}")
@@ -307,11 +309,10 @@ class Screener:
                                                                 f"(a delete that fixed none of {of}{runs})")
         return ScreenedEdit(edit, proposed_for, 0, 0, False, f"screened out alone: fixed none of {of}{runs}")
 
-    def _paired(self, step_id: str, alone: Alone, successes: Sequence[str], run: Runner, control: Controls,
-                test: Sprt) -> ScreenedEdit:
+    def _paired(self, step_id: str, alone: Alone, successes: Sequence[str], reserve: int, run: Runner,
+                control: Controls, test: Sprt) -> ScreenedEdit:
         """An edit that fixed failures alone, confirmed against the incumbent, then its breakage."""
         index, edit, proposed_for, text, fixed = alone.index, alone.edit, alone.proposed_for, alone.text, alone.fixed
-        reserve = 2 * len(successes)  # the breakage rounds a confirmed edit still needs
         verdict, wins, losses, rounds = self._confirm(step_id, index, text, fixed, reserve, run, control, test)
         done = (f"alone it fixed {len(fixed)} of {alone.of} and beat the incumbent in {wins} of {wins + losses} "
                 "discordant paired re-runs")
