@@ -214,3 +214,18 @@ def test_a_screened_step_decides_the_same_when_run_again():
     first, again = screen(Desk(0.5, seed=7), [rule("- rule a"), rule("- rule b")]), \
         screen(Desk(0.5, seed=7), [rule("- rule a"), rule("- rule b")])
     assert first.note == again.note and first.text == again.text
+
+
+def test_edits_confirmed_on_the_same_failures_share_the_incumbent_s_runs():
+    shared = 0
+    for seed in range(20):
+        desk = Desk(0.1, seed=seed)
+        screen(desk, [rule("- rule a"), rule("- rule a, always")])  # both fix kind a's failures
+        incumbent = [(t, o) for text, t, o in desk.calls if text == SEED_SKILL]
+        assert len(incumbent) == len(set(incumbent))  # the incumbent never runs a task twice at one index
+        others: dict[tuple[str, int], set[str]] = {}
+        for text, t, o in desk.calls:
+            if text != SEED_SKILL:
+                others.setdefault((t, o), set()).add(text)
+        shared += sum(1 for key in incumbent if len(others.get(key, ())) >= 2)
+    assert shared > 0  # one incumbent run was the control of both edits

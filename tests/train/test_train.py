@@ -137,6 +137,14 @@ def test_training_stops_after_an_epoch_that_changed_nothing_and_tests_its_best(t
         assert s["stopped"] is None
 
 
+@pytest.mark.parametrize("bad", [0, -1, "two", 1.5])
+def test_a_bad_patience_is_rejected_before_anything_runs(tmp_path, bad):
+    project = train_project(tmp_path / "p", "http://127.0.0.1:9", train={"patience": bad})
+    res = train(project, tmp_path / "run")
+    assert res.code == 2 and "train.patience" in res.err and str(bad) in res.err
+    assert not (tmp_path / "run").exists()
+
+
 def test_unchanged_epochs_counts_back_from_the_last_finished_epoch():
     def record(epoch: int, version: int | None) -> StepRecord:
         return StepRecord(f"e{epoch}-s00", StepKind.STEP, epoch, 0, candidate_version=version)
