@@ -37,7 +37,12 @@ with a good one:
    failure alone, known before any pair is run, so under "no effect" the step's false-confirm rate
    stays under :data:`ALPHA` whatever ``k`` turns out to be) and rejects at
    :data:`REJECT_AT`, within :data:`MAX_PAIRS` pairs and :data:`CONFIRM_ROUNDS` rounds; it also
-   stops, unconfirmed, once the pairs the rounds left could run cannot confirm it.
+   stops, unconfirmed, once the rounds left cannot bring the wins it needs even if every pair
+   were won, counting as discordant the share of pairs that has been so far (two more discordant
+   than seen, to be generous). That rule reads only ties, which under "no effect" say nothing
+   about who wins a discordant pair, so it cannot raise the false-confirm rate; it ends early the
+   edits that tie round after round (a fix that did not fix: both sides fail) and lets a weak
+   target's fix, discordant about one pair in two, run the 40 rounds it may need.
 3. *Breakage, paired*: a confirmed edit and the incumbent re-run up to :data:`SUCCESSES` of the
    rollout's successes at the same fresh sample index (a second round only when the first lost
    more pairs than it won). Counting flips against the rollout would not do: a success of a kind
@@ -90,8 +95,8 @@ SAMPLE_BASE = 1000  # screening sample indices start here, clear of the rollouts
 ALPHA = 0.05  # the step's false-confirm rate (split over its edits) and the breakage test's level
 THETA = 0.9  # the win rate on discordant pairs the confirmation test is powered for
 REJECT_AT = 0.1  # the likelihood ratio at or below which the confirmation test gives up
-MAX_PAIRS = 20  # discordant pairs at most per edit
-CONFIRM_ROUNDS = 10  # paired rounds at most per edit
+MAX_PAIRS = 40  # discordant pairs at most per edit
+CONFIRM_ROUNDS = 40  # paired rounds at most per edit (a weak target's fix is discordant about one pair in two)
 CONFIRM_WIDTH = 3  # fixed tasks run side by side per round (more: fewer rounds, more wasted pairs)
 BREAK_ROUNDS = 2  # paired rounds on the successes at most (the second only after a net loss)
 BREAK_MIN = 2  # net paired losses on the successes below which an edit is never dropped for breakage
@@ -243,12 +248,13 @@ class Screener:
         """The sequential test on discordant pairs over the first :data:`CONFIRM_WIDTH` tasks the
         edit fixed, round by round: (verdict, wins, losses, rounds run)."""
         net = dict.fromkeys(fixed, 0)  # per fixed task: its discordant wins minus losses so far
-        wins = losses = rounds = 0
+        wins = losses = rounds = paired = 0
         verdict = CONTINUE
         while verdict == CONTINUE and rounds < CONFIRM_ROUNDS:
             # The tasks that have done best so far (none that lost more than it won), in batch order on ties.
             tasks = sorted((t for t in fixed if net[t] >= 0), key=lambda t: -net[t])[:CONFIRM_WIDTH]
-            left = min((CONFIRM_ROUNDS - rounds) * len(tasks), test.max_pairs - wins - losses)
+            rate = (wins + losses + 2) / (paired + 2)  # discordant so far, two more counted to be generous
+            left = min((CONFIRM_ROUNDS - rounds) * len(tasks) * rate, test.max_pairs - wins - losses)
             if wins + left < test.wins_needed(losses):  # cannot confirm any more: stop paying for pairs
                 break
             if not self.affords(2 * len(tasks) + reserve):  # the budget: unconfirmed, not refuted
@@ -258,6 +264,7 @@ class Screener:
             again = run(text, tasks, confirm_label(index, "confirm", rounds), at)
             versus = control(tasks, confirm_label(index, "control", rounds), at)
             for t in tasks:
+                paired += t in again and t in versus
                 if t not in again or t not in versus or again[t] == versus[t]:
                     continue
                 won = again[t] > versus[t]

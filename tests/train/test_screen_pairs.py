@@ -61,13 +61,15 @@ def rule(text: str, op: str = "append", anchor: str = "") -> Edit:
     return Edit(op=op, anchor=anchor, text=text)
 
 
-def proposed(desk: Desk, edits: list[Edit], *, from_failures: bool = True) -> Proposed:
+def proposed(desk: Desk, edits: list[Edit], *, from_failures: bool = True, first_of: str = "") -> Proposed:
     """The incumbent's rollout at sample index 0, one reflection (on the failures or on the
-    successes) proposing ``edits``."""
+    successes, or on the first failure of kind ``first_of``) proposing ``edits``."""
     scores = {t: desk.score(SEED_SKILL, t, 0) for t in TASKS}
     failures = tuple(t for t in TASKS if scores[t] < 1)
     successes = tuple(t for t in TASKS if scores[t] == 1)
     kind, tasks = ("failure", failures) if from_failures else ("success", successes)
+    if first_of:
+        tasks = tuple(t for t in failures if t.startswith(first_of))[:1]
     proposal = Proposal(kind, 0, tuple(edits), "", None, 1, task_ids=tasks)
     text, outcomes = apply_edits(SEED_SKILL, edits)
     return Proposed(Rollout(sum(scores.values()) / len(TASKS), failures), (proposal,), tuple(edits), tuple(edits),
@@ -229,3 +231,34 @@ def test_edits_confirmed_on_the_same_failures_share_the_incumbent_s_runs():
                 others.setdefault((t, o), set()).add(text)
         shared += sum(1 for key in incumbent if len(others.get(key, ())) >= 2)
     assert shared > 0  # one incumbent run was the control of both edits
+
+
+def test_a_weak_targets_fix_for_one_failure_gets_the_rounds_it_needs():
+    # 0.6 with the rule, 0.3 without: about one pair in two is discordant and the fix wins 0.78 of
+    # those, so one failure's 10 rounds gave about 5 discordant pairs where 6 wins are needed.
+    kept = tried = 0
+    for seed in range(60):
+        desk = Desk(0.3, covered=0.6, seed=seed)
+        result = screen(desk, [rule("- rule a")], first_of="a")
+        edit = result.note.edits[0] if result.note.edits else None
+        if edit is None or edit.pairs is None:
+            continue  # no failure of kind a, or the fix fixed it in neither alone run
+        tried += 1
+        kept += edit.kept
+    assert tried >= 30 and kept >= 0.4 * tried
+
+
+def test_a_fix_that_ties_round_after_round_stops_long_before_the_round_cap():
+    # Useless at 0.1: both sides fail 8 pairs in 10, so the rounds left cannot bring the wins
+    # confirmation needs at the rate pairs have been discordant.
+    rounds: list[int] = []
+    for seed in range(80):
+        desk = Desk(0.1, covered=0.1, seed=seed)
+        result = screen(desk, [rule("- rule a")], first_of="a")
+        edit = result.note.edits[0] if result.note.edits else None
+        if edit is None or edit.pairs is None or edit.kept:
+            continue
+        alone = apply_edits(SEED_SKILL, [edit.edit])[0]
+        control = {o for text, _, o in desk.calls if text == SEED_SKILL} - {0}
+        rounds.append(len({o for text, _, o in desk.calls if text == alone} & control))
+    assert len(rounds) >= 5 and max(rounds) < 30 and sum(rounds) / len(rounds) < 20, rounds
