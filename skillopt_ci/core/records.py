@@ -38,6 +38,19 @@ class Usage(codec.Record):
 
 
 @dataclass(frozen=True)
+class Consult(codec.Record):
+    """Whether an agent rollout consulted the skill under test: when (``step``, an index into its
+    steps), how, and whether it read the skill's other files or ran its scripts
+    (:mod:`skillopt_ci.core.consult` reads it from the steps)."""
+
+    consulted: bool
+    step: Annotated[int | None, codec.OMIT_NONE] = None
+    how: Annotated[str, codec.OMIT_EMPTY] = ""
+    references: Annotated[bool, codec.OMIT_EMPTY] = False
+    scripts: Annotated[bool, codec.OMIT_EMPTY] = False
+
+
+@dataclass(frozen=True)
 class TaskResult(codec.Record):
     """One rollout of one task, scored. ``error`` is ``{"kind", "message"}`` when it failed."""
 
@@ -65,6 +78,8 @@ class TaskResult(codec.Record):
     reward: Annotated[float | None, codec.OMIT_NONE] = None
     transcript: Annotated[str | None, codec.OMIT_NONE] = None
     files: Annotated[list[str] | None, codec.OMIT_NONE] = None
+    consult: Annotated[Consult | None, codec.OMIT_NONE] = None  # agent environments only
+    should_trigger: Annotated[bool | None, codec.OMIT_NONE] = None  # a trigger task's (scorers.trigger)
 
     @property
     def ok(self) -> bool:
@@ -149,6 +164,63 @@ class EvalSummary(codec.Record):
     missing_tasks: list[str] = field(default_factory=list)  # of a merge whose shards were not all given
     no_skill: Annotated[dict[str, Any] | None, codec.OMIT_NONE] = None  # --baseline none: core.baseline.SkillWorth.to_dict()
     pricing: Annotated[str | None, codec.OMIT_NONE] = None  # "batch": priced at the batch price (eval --batch)
+    # Agent environments: of the finished rollouts with the skill installed, how many consulted it.
+    consulted: Annotated[Consulted | None, codec.OMIT_NONE] = None
+    # Trigger tasks (should_trigger): the confusion counts of "consulted" against "should have".
+    trigger: Annotated[TriggerCounts | None, codec.OMIT_NONE] = None
+
+
+@dataclass(frozen=True)
+class Consulted(codec.Record):
+    """How often agent rollouts consulted the skill (see :class:`Consult`): over ``rollouts``
+    finished rollouts that had it installed, ``consulted`` read it, ``references`` read another of
+    its files, ``scripts`` ran one of its files."""
+
+    consulted: int
+    rollouts: int
+    references: int = 0
+    scripts: int = 0
+
+    @property
+    def rate(self) -> float | None:
+        return self.consulted / self.rollouts if self.rollouts else None
+
+    @staticmethod
+    def of(results: Iterable[TaskResult]) -> Consulted | None:
+        seen = [r.consult for r in results if r.consult is not None and r.error is None]
+        if not seen:
+            return None
+        return Consulted(sum(c.consulted for c in seen), len(seen), sum(c.references for c in seen),
+                         sum(c.scripts for c in seen))
+
+
+@dataclass(frozen=True)
+class TriggerCounts(codec.Record):
+    """Trigger tasks' finished rollouts: consulted and should have (``tp``), consulted for a
+    request the skill is not for (``fp``), left alone rightly (``tn``), missed (``fn``)."""
+
+    tp: int = 0
+    fp: int = 0
+    tn: int = 0
+    fn: int = 0
+
+    @property
+    def rollouts(self) -> int:
+        return self.tp + self.fp + self.tn + self.fn
+
+    def rates(self) -> dict[str, tuple[int, int]]:
+        """``recall``, ``precision`` and ``accuracy`` as (hits, of how many)."""
+        return {"recall": (self.tp, self.tp + self.fn), "precision": (self.tp, self.tp + self.fp),
+                "accuracy": (self.tp + self.tn, self.rollouts)}
+
+    @staticmethod
+    def of(results: Iterable[TaskResult]) -> TriggerCounts | None:
+        pairs = [(r.should_trigger, r.consult.consulted) for r in results
+                 if r.should_trigger is not None and r.consult is not None and r.ok]
+        if not pairs:
+            return None
+        return TriggerCounts(tp=sum(s and c for s, c in pairs), fp=sum(c and not s for s, c in pairs),
+                             tn=sum(not s and not c for s, c in pairs), fn=sum(s and not c for s, c in pairs))
 
 
 def error_kinds(results: Iterable[TaskResult]) -> dict[str, int]:
@@ -205,4 +277,6 @@ def summarize(
         shard=shard,
         errors_by_kind=error_kinds(results),
         tool_version=tool_version,
+        consulted=Consulted.of(results),
+        trigger=TriggerCounts.of(results),
     )

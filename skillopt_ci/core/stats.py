@@ -88,6 +88,17 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, f
     return max(0.0, m - half), min(1.0, m + half)
 
 
+def wilson_ci(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """Wilson score interval (95 % by default) for a proportion of ``k`` in ``n``; ``None`` when
+    ``n`` is 0. Unlike the normal interval it stays inside [0, 1] and is not empty at 0 or n."""
+    if n <= 0:
+        return None
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 # --- tolerance -------------------------------------------------------------------------------
 
 TOLERANCE = 1e-9

@@ -32,6 +32,12 @@ class Task:
     fields: dict[str, Any] = field(default_factory=dict)
     source: str = ""
 
+    @property
+    def should_trigger(self) -> bool | None:
+        """A trigger task's ``should_trigger`` (``None``: not a trigger task; see scorers.trigger)."""
+        value = self.fields.get("should_trigger")
+        return value if isinstance(value, bool) else None
+
     def get(self, dotted: str) -> Any:
         """Look up ``a.b.c`` in the task record; raises KeyError naming the missing part."""
         value: Any = self.fields

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 from skillopt_ci.core import codec
-from skillopt_ci.core.records import Usage
+from skillopt_ci.core.records import Consult, Usage
 
 STEP_KINDS = ("model", "tool_call", "tool_result", "observation", "action", "error")
 STEP_TEXT_LIMIT = 8_000  # characters of one step kept in results.jsonl (the rendering has its own budget)
@@ -78,6 +78,7 @@ class Rollout:
     transcript: str | None = None
     workspace: Path | None = None
     files: tuple[str, ...] = ()
+    consult: Consult | None = None  # agent environments: whether the agent read the skill
     release: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     @property

@@ -41,6 +41,7 @@ from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.models.pricing import price_for
 from skillopt_ci.render.eval_report import eval_report
 from skillopt_ci.scorers import Scorer, build_scorer
+from skillopt_ci.scorers.trigger import trigger_problem
 
 MIN_COVERAGE = 0.8
 T = TypeVar("T")
@@ -161,8 +162,13 @@ class EvalSession:
     def environment(self, suite: Suite) -> BaseEnvironment:
         key = (suite.path, json.dumps(dict(suite.environment), sort_keys=True, default=str))
         if key not in self._environments:
-            self._environments[key] = build_environment(dict(suite.environment), suite.path,
-                                                        where=f"{suite.display}/suite.yaml: environment")
+            environment = build_environment(dict(suite.environment), suite.path,
+                                            where=f"{suite.display}/suite.yaml: environment")
+            problem = trigger_problem((t for tasks in suite.splits.values() for t in tasks), str(suite.scorer.get("type")),
+                                      environment.name, environment.records_consults)
+            if problem:
+                raise InputError(problem, where=f"{suite.display}/suite.yaml")
+            self._environments[key] = environment
         return self._environments[key]
 
     def check(self, suite: Suite, plan: EvalPlan | None = None, budgets: Budgets | None = None) -> None:

@@ -44,6 +44,9 @@ from skillopt_ci.models.base import Usage
 from skillopt_ci.models.budget import BudgetReached
 from skillopt_ci.models.pool import ModelPool
 from skillopt_ci.scorers import Scorer
+from skillopt_ci.scorers.trigger import TriggerScorer
+
+NOT_FOR_THE_SKILL = TriggerScorer()  # scores a should_trigger: false task, whatever the suite's scorer
 
 
 @dataclass(frozen=True)
@@ -140,10 +143,14 @@ async def _scored(done: Rollout, task: Task, repeat: int, prompt: str, pool: Mod
         reward=done.reward,
         transcript=done.transcript,
         files=list(done.files) or None,
+        consult=done.consult,
+        should_trigger=task.should_trigger,
     )
     if done.error is not None:
         return TaskResult(score=None, passed=None, cost_usd=None if nothing_happened else done.cost_usd,
                           error=dict(done.error), **base)
+    if task.should_trigger is False:  # a request the skill is not for: only whether it was left alone counts
+        scorer = NOT_FOR_THE_SKILL
     try:
         score = await scorer.ascore_rollout(done, task, pool)
     except ScoringError as exc:

@@ -68,6 +68,7 @@ def _suite_in_folder(skill_path: Path, suite: Path, shown: str) -> list[Problem]
 def suite_problems(path: Path, shown: str, config: Config | None) -> list[Problem]:
     from skillopt_ci.inputs.suite import check_suite
     from skillopt_ci.scorers import build_scorer
+    from skillopt_ci.scorers.trigger import trigger_problem
 
     try:
         suite, problems = check_suite(path, shown)
@@ -83,9 +84,14 @@ def suite_problems(path: Path, shown: str, config: Config | None) -> list[Proble
     try:
         from skillopt_ci.envs.registry import build_environment
 
-        build_environment(dict(suite.environment), suite.path)
+        environment = build_environment(dict(suite.environment), suite.path)
     except InputError as exc:
         problems.append(Problem(exc.where or f"{shown}/suite.yaml", exc.message, "environment"))
+    else:
+        problem = trigger_problem((t for tasks in suite.splits.values() for t in tasks), str(suite.scorer.get("type")),
+                                  environment.name, environment.records_consults)
+        if problem:
+            problems.append(Problem(f"{shown}/suite.yaml", problem, "environment"))
     if suite.scorer.get("type") == "llm_judge" and config is not None and "judge" not in config.models:
         problems.append(Problem(f"{shown}/suite.yaml", f"uses an llm_judge scorer but {config.file} has no models.judge", "scorer"))
     if "val" not in suite.splits:

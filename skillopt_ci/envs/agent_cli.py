@@ -47,7 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from skillopt_ci.core.consult import find_consult
 from skillopt_ci.core.errors import InputError
+from skillopt_ci.core.records import Consult
 from skillopt_ci.core.redact import redact
 from skillopt_ci.core.trajectory import Rollout, Step
 from skillopt_ci.envs.agent_access import AgentAccess, host_network, open_access
@@ -83,6 +85,8 @@ class AgentOptions:
 
 class AgentEnvironment(BaseEnvironment):
     """Runs an agent CLI per rollout; see the module docstring."""
+
+    records_consults = True
 
     Options: ClassVar[type] = AgentOptions
     caches_rollouts: ClassVar[bool] = True
@@ -224,7 +228,14 @@ class AgentEnvironment(BaseEnvironment):
         return workspace_rollout(request, workspace, self.options, parsed.steps, f"[final answer] {parsed.output[:4_000]}",
                                  error=error, release=release, output=parsed.output, usage=parsed.usage,
                                  cost_usd=parsed.cost_usd, latency_s=wall, wall_s=time.monotonic() - started,
-                                 finish_reason=_finish_reason(parsed, error))
+                                 finish_reason=_finish_reason(parsed, error), consult=self._consult(request, parsed))
+
+    def _consult(self, request: RolloutRequest, parsed: Parsed) -> Consult:
+        """Whether the agent consulted the installed skill (never, when none was installed)."""
+        skill = request.skill
+        if getattr(skill, "absent", False):
+            return Consult(False)  # the skill-off baseline: nothing to consult
+        return find_consult(parsed.steps, self.install_dir(skill.name), skill.name)
 
     def _install(self, request: RolloutRequest, workspace: Workspace) -> None:
         skill = request.skill

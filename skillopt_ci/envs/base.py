@@ -67,6 +67,7 @@ class BaseEnvironment:
 
     name: ClassVar[str] = ""
     Options: ClassVar[type] = NoOptions
+    records_consults: ClassVar[bool] = False  # its rollouts say whether the agent read the skill (Rollout.consult)
 
     def __init__(self, options: Any, suite_dir: Path):
         self.options = options

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skillopt_ci.gate.verdict import WORKTREE, GateReport, SkillVerdict, TaskExample
-from skillopt_ci.render.eval_report import fmt_cost, fmt_score
+from skillopt_ci.render.eval_report import fmt_consulted, fmt_cost, fmt_score
 from skillopt_ci.render.markdown import code_block, code_span, escape_inline
 
 COMMENT_LIMIT = 65_536
@@ -141,7 +141,8 @@ def render_gate(report: GateReport, *, limit: int = COMMENT_LIMIT, header: str =
             head += ["", power]
     else:
         head.append("No configured skill or suite changed.")
-    notes = no_skill_notes(report, lambda n: escape_inline(n, 60))
+    named = lambda n: escape_inline(n, 60)  # noqa: E731
+    notes = no_skill_notes(report, named) + consulted_notes(report, named) + trigger_notes(report, named)
     notes += [f"- **{escape_inline(s.change.name, 60)}** skill folder: {escape_inline(s.change.files_line(), 600)}"
              for s in report.skills if s.change.files]
     notes += [f"- **{escape_inline(s.change.name, 60)}**: {escape_inline(s.reason, 300)}"
@@ -170,6 +171,47 @@ def no_skill_notes(report: GateReport, name: Callable[[str], str] = str) -> list
     (information only; the verdict never depends on it)."""
     return [f"- **{name(s.change.name)}** baseline: {s.head.no_skill.get('line', '')}"
             for s in report.skills if s.head is not None and s.head.no_skill]
+
+
+def consulted_notes(report: GateReport, name: Callable[[str], str] = str) -> list[str]:
+    """Agent environments: per skill, how often the agent consulted it on base and on head
+    ("skill used: base 6/6 (100%) → head 2/6 (33%)"); information, the verdict is the score's."""
+    lines = []
+    for s in report.skills:
+        sides = [(side, summary.consulted) for side, summary in (("base", s.base), ("head", s.head))
+                 if summary is not None and summary.consulted is not None]
+        if sides:
+            used = " → ".join(f"{side} {fmt_consulted(c)}" for side, c in sides)
+            lines.append(f"- **{name(s.change.name)}** skill used: {used}")
+    return lines
+
+
+def trigger_notes(report: GateReport, name: Callable[[str], str] = str) -> list[str]:
+    """Trigger tasks: per skill, recall and precision on base and head ("triggering: recall 6/6
+    (100%) → 2/6 (33%), 4 fewer requests use the skill; precision …")."""
+    lines = []
+    for s in report.skills:
+        base, head = (x.trigger if x is not None else None for x in (s.base, s.head))
+        if head is None:
+            continue
+        parts = []
+        for rate in ("recall", "precision"):
+            after = head.rates()[rate]
+            shown = f"{rate} {_fraction(*base.rates()[rate])} → {_fraction(*after)}" if base else \
+                f"{rate} {_fraction(*after)}"
+            parts.append(shown)
+        if base and base.tp > head.tp:
+            fewer = base.tp - head.tp
+            parts[0] += f", {fewer} fewer request{'' if fewer == 1 else 's'} the skill is for use it"
+        if base and head.fp > base.fp:
+            more = head.fp - base.fp
+            parts[1] += f", {more} more request{'' if more == 1 else 's'} it is not for use it"
+        lines.append(f"- **{name(s.change.name)}** triggering: " + "; ".join(parts))
+    return lines
+
+
+def _fraction(hits: int, of: int) -> str:
+    return f"{hits}/{of} ({100 * hits / of:.0f}%)" if of else "—"
 
 
 def skill_details(report: GateReport) -> list[str]:
@@ -236,6 +278,6 @@ def terminal_table(report: GateReport) -> str:
     table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
     files = "".join(f"\n{s.change.name}: {s.change.files_line()}" for s in report.skills if s.change.files)
     power = power_line(report)
-    worth = "\n".join(line.removeprefix("- ") for line in no_skill_notes(report))
+    worth = "\n".join(line.removeprefix("- ") for line in no_skill_notes(report) + consulted_notes(report) + trigger_notes(report))
     return (table + ("\n" + files if files else "") + ("\n\n" + power if power else "")
             + ("\n\n" + worth.replace("**", "") if worth else ""))

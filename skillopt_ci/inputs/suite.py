@@ -117,6 +117,7 @@ def check_suite(path: Path, display: str | None = None) -> tuple[Suite | None, l
     splits = _read_splits(files, shown, prompt, problems)
     assets = _assets(path, data.get("assets"), shown, problems)
     referenced = _referenced_files(path, splits, problems, assets) + _scorer_files(path, data.get("scorer"))
+    problems += _trigger_problems(splits, shown)
     if not files and not problems:
         problems.append(Problem(shown, "no split files found (expected train/val/test .jsonl or .json)"))
     if not schema_ok:
@@ -245,6 +246,9 @@ def _task(item: Any, source: str, problems: list[Problem]) -> Task | None:
     if "input" not in item:
         problems.append(Problem(source, f"task {task_id!r} has no \"input\""))
         return None
+    if "should_trigger" in item and not isinstance(item["should_trigger"], bool):
+        problems.append(Problem(source, f"task {task_id!r}: \"should_trigger\" must be true or false, "
+                                        f"got {json.dumps(item['should_trigger'])}"))
     metadata = item.get("metadata") or {}
     if not isinstance(metadata, dict):
         problems.append(Problem(source, f"task {task_id!r}: \"metadata\" must be an object"))
@@ -252,6 +256,18 @@ def _task(item: Any, source: str, problems: list[Problem]) -> Task | None:
     return Task(
         id=str(task_id), input=item["input"], expected=item.get("expected"), metadata=metadata, fields=item, source=source
     )
+
+
+def _trigger_problems(splits: Mapping[str, tuple[Task, ...]], shown: str) -> list[Problem]:
+    """Trigger tasks need both kinds: requests the skill is for and near-misses it is not for
+    (with one kind only, a skill that always or never triggers scores perfectly)."""
+    kinds = {t.should_trigger for tasks in splits.values() for t in tasks} - {None}
+    if len(kinds) != 1:
+        return []
+    (given,) = kinds
+    missing = "false (requests the skill is not for)" if given else "true (requests the skill is for)"
+    return [Problem(shown, f"every trigger task says should_trigger: {str(given).lower()}; add tasks with "
+                           f"should_trigger: {missing}, or a skill that always (never) triggers scores perfectly")]
 
 
 def _referenced_files(path: Path, splits: Mapping[str, tuple[Task, ...]], problems: list[Problem],

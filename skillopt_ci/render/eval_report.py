@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from skillopt_ci.core.records import EvalSummary, TaskResult
+from skillopt_ci.core.records import Consulted, EvalSummary, TaskResult, TriggerCounts
+from skillopt_ci.core.stats import wilson_ci
 from skillopt_ci.render.markdown import code_span, escape_inline
 
 MAX_LISTED_FAILURES = 25
@@ -30,18 +31,45 @@ def fmt_pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def summary_row(s: EvalSummary) -> dict[str, str]:
-    return {
+def fmt_consulted(c: Consulted | None) -> str:
+    """"5/6 (83%)": rollouts that consulted the skill, of those that had it installed."""
+    return "—" if c is None or c.rate is None else f"{c.consulted}/{c.rollouts} ({100 * c.rate:.0f}%)"
+
+
+def consulted_line(c: Consulted) -> str:
+    """The report's sentence on how often the agent read the skill, with its 95 % interval."""
+    ci = wilson_ci(c.consulted, c.rollouts)
+    interval = f", 95% CI {100 * ci[0]:.0f}–{100 * ci[1]:.0f}%" if ci else ""
+    extra = "".join(f"; {what} in {n}" for what, n in (("read its other files", c.references),
+                                                        ("ran its scripts", c.scripts)) if n)
+    return (f"The agent consulted the skill in {c.consulted} of {c.rollouts} finished rollouts "
+            f"({fmt_pct(c.rate)}{interval}){extra}.")
+
+
+def trigger_line(t: TriggerCounts) -> str:
+    """"Triggering over 12 trigger rollouts: recall 5/6 (83%, 95% CI 44–97%), precision …"."""
+    parts = []
+    for name, (hits, of) in t.rates().items():
+        ci = wilson_ci(hits, of)
+        parts.append(f"{name} {hits}/{of} ({100 * hits / of:.0f}%, 95% CI {100 * ci[0]:.0f}–{100 * ci[1]:.0f}%)"
+                     if of and ci else f"{name} — (0 of 0)")
+    return f"Triggering over {t.rollouts} trigger rollouts: " + ", ".join(parts) + "."
+
+
+def summary_row(s: EvalSummary, consulted: bool = False) -> dict[str, str]:
+    row = {
         "skill": s.skill["name"],
         "split": s.split + (f" (shard {s.shard})" if s.shard else ""),
         "tasks": f"{s.n_tasks_scored}/{s.n_tasks}" if s.n_tasks_scored != s.n_tasks else str(s.n_tasks),
         "score (95% CI)": fmt_score(s.mean) + fmt_ci(s.ci95),
         "pass rate": fmt_pct(s.pass_rate),
+        **({"skill used": fmt_consulted(s.consulted)} if consulted else {}),
         "errors": str(s.n_errors),
         "tokens": f"{s.input_tokens + s.output_tokens + s.scorer_input_tokens + s.scorer_output_tokens:,}",
         "cost": fmt_cost(s.cost_usd) + (" (batch price)" if s.pricing == "batch" else ""),
         "time": f"{s.wall_time_s:.1f}s",
     }
+    return row
 
 
 def no_skill_line(s: EvalSummary) -> str:
@@ -51,7 +79,8 @@ def no_skill_line(s: EvalSummary) -> str:
 
 def score_table(summaries: Sequence[EvalSummary], fmt: str = "simple") -> str:
     """The score table printed by ``eval`` (``fmt="github"`` for markdown)."""
-    rows = [summary_row(s) for s in summaries]
+    consulted = any(s.consulted is not None for s in summaries)  # a column only where agents ran
+    rows = [summary_row(s, consulted) for s in summaries]
     return tabulate(rows, headers="keys", tablefmt=fmt, disable_numparse=True)
 
 
@@ -68,6 +97,10 @@ def eval_report(summary: EvalSummary, results: Sequence[TaskResult], *, threshol
         f"skill `{s.skill['hash'][:12]}` ({s.skill['tokens']} tokens) · suite `{s.suite['hash'][:12]}` · "
         f"cache hits {s.cache_hits}/{s.n_results}"
     )
+    if s.consulted is not None and s.consulted.rollouts:
+        lines += ["", consulted_line(s.consulted)]
+    if s.trigger is not None:
+        lines += ["", trigger_line(s.trigger)]
     if s.pricing == "batch":
         lines += ["", f"Sent through the provider's batch API: {fmt_cost(s.cost_usd)} at the batch price."]
     if threshold is not None:

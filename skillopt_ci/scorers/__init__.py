@@ -31,6 +31,7 @@ BUILTIN: dict[str, str] = {
     "llm_judge": "skillopt_ci.scorers.judge:Judge",
     "reward": "skillopt_ci.scorers.reward:RewardScorer",
     "verify": "skillopt_ci.scorers.verify:VerifyScorer",
+    "trigger": "skillopt_ci.scorers.trigger:TriggerScorer",
 }
 # A benchmark's own scorers are in its pack (skillopt_ci/benchmarks/packs/<name>/), read only for
 # a name not above.

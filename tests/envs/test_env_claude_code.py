@@ -13,6 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+import yaml
 
 from helpers.agent_bins import agent_bin
 from helpers.agents import AgentScript
@@ -123,6 +124,8 @@ def test_claude_p_discovers_reads_runs_and_writes_and_the_workspace_is_scored(tm
     steps = results["v1"]["trajectory"]
     assert steps[0]["kind"] == "observation" and "shout" in steps[0]["text"]
     assert [s["name"] for s in steps if s["kind"] == "tool_call"] == ["Skill", "Bash", "Write"]
+    skill_call = next(i for i, s in enumerate(steps) if s.get("name") == "Skill")
+    assert results["v1"]["consult"] == {"consulted": True, "step": skill_call, "how": "skill tool"}
     body = next(s for s in steps if s["kind"] == "observation" and "Base directory" in s.get("text", ""))
     assert "Write the answer in upper case." in body["text"]
     listing = next(s for s in steps if s["kind"] == "tool_result" and s["name"] == "Bash")
@@ -134,6 +137,18 @@ def test_claude_p_discovers_reads_runs_and_writes_and_the_workspace_is_scored(tm
     html = tmp_path / "report.html"
     assert run_cli("report", str(out), "--html", str(html), cwd=project).code == 0
     assert FAKE_KEY not in all_text_under(out, project, tmp_path)
+
+
+def test_an_agent_that_never_calls_the_skill_tool_is_recorded_as_not_consulting_it(tmp_path):
+    binary = claude_bin()
+    with ScriptedModelServer(AgentScript(command="ls -a", read_skill=False)) as server:
+        project = claude_project(tmp_path / "p", server, binary)
+        out = tmp_path / "run"
+        res = run_cli("eval", "shout", "--out", str(out), "--quiet", cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+        assert res.code == 0, res.err
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert results and [r["consult"] for r in results] == [{"consulted": False}] * len(results)
+    assert all(r["score"] == 0.0 for r in results)  # the rules were never read, so never applied
 
 
 def test_a_reply_cut_at_the_output_limit_is_recorded_as_the_clis_api_error(tmp_path):
@@ -341,17 +356,12 @@ def test_a_missing_binary_is_an_input_error_and_validate_exits_2(tmp_path):
 
 
 def test_a_gate_between_two_skill_versions_with_the_real_cli_and_a_free_rerun(tmp_path):
-    from helpers.repo import commit_on_branch, git
+    from helpers.repo import commit_base, commit_on_branch
 
     binary = claude_bin()
     with ScriptedModelServer(AgentScript()) as server:
         root = claude_project(tmp_path / "repo", server, binary)
-        (root / ".gitignore").write_text(".skillopt/\n")
-        git(root, "init", "-q", "-b", "main")
-        git(root, "config", "user.email", "dev@example.com")
-        git(root, "config", "user.name", "Dev")
-        git(root, "add", "-A")
-        git(root, "commit", "-q", "-m", "base")
+        commit_base(root)
         skill = root / "skills/shout/SKILL.md"
         commit_on_branch(root, "quieter", {"skills/shout/SKILL.md": skill.read_text().replace("End with an exclamation mark.\n", "")})
         keys = {"ANTHROPIC_API_KEY": FAKE_KEY}
@@ -361,12 +371,15 @@ def test_a_gate_between_two_skill_versions_with_the_real_cli_and_a_free_rerun(tm
         assert "shout" in res.out and "regressed (fails)" in res.out
         compared = json.loads((out / "gate.json").read_text())["skills"][0]["comparison"]
         assert compared["base_mean"] == 1.0 and compared["head_mean"] == 0.0 and compared["n_paired"] == 6
+        used = "shout skill used: base 6/6 (100%) → head 6/6 (100%)"
+        assert used in res.out, res.out
         calls = server.call_count
         # Unchanged skills, suite and CLI: the whole rollouts come from the cache, no model call.
         again = run_cli("gate", "--base", "main", "--head", "quieter", "--out", str(tmp_path / "again"), "--quiet",
                         cwd=root, env=keys)
         assert again.code == 1, again.err
         assert server.call_count == calls
+        assert used in again.out  # a cached rollout keeps what the agent did with the skill
     assert FAKE_KEY not in all_text_under(out, tmp_path / "again", root)
 
 
@@ -474,3 +487,63 @@ def test_the_cli_reaches_the_model_through_the_forwarder_which_counts_the_spend(
         assert spend.calls == 1 and (spend.usage.input_tokens, spend.usage.output_tokens) == (40, 9)
         assert post_with(seen["base"], seen["credential"]) == 401
         assert server.call_count == 1
+
+
+# -- trigger tasks: is the skill used when it should be? ------------------------------------------
+
+TRIGGER_TASKS = [  # the scripted agent reads the skill when "answer.txt" is in the request and the listing
+    {"id": "v1", "input": "Write answer.txt for me. answer: good morning", "expected": "GOOD MORNING!", "should_trigger": True},
+    {"id": "v2", "input": "Please put it in answer.txt. answer: ship it", "expected": "SHIP IT!", "should_trigger": True},
+    {"id": "v3", "input": "What time is it in Lisbon? Reply in chat. answer: noon", "should_trigger": False},
+    {"id": "v4", "input": "Delete the stale answer.txt, nothing else. answer: done", "should_trigger": False},
+]
+
+
+def trigger_project(tmp_path: Path, server, binary: str) -> Path:
+    project = claude_project(tmp_path / "p", server, binary)
+    suite = project / "eval_suites/shout"
+    (suite / "val.jsonl").write_text("".join(json.dumps(t) + "\n" for t in TRIGGER_TASKS))
+    data = yaml.safe_load((suite / "suite.yaml").read_text())
+    data["prompt"] = "{{ input }}"  # the request alone says whether it is one the skill is for
+    (suite / "suite.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return project
+
+
+def test_trigger_tasks_score_whether_the_agent_used_the_skill_and_the_summary_has_recall_and_precision(tmp_path):
+    binary = claude_bin()
+    with ScriptedModelServer(AgentScript(command="ls", when=("answer.txt",))) as server:
+        project = trigger_project(tmp_path, server, binary)
+        out = tmp_path / "run"
+        res = run_cli("eval", "shout", "--out", str(out), "--quiet", cwd=project, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+        assert res.code == 0, res.err
+    results = {r["task_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert {t: (r["should_trigger"], r["consult"]["consulted"], r["score"]) for t, r in results.items()} == {
+        "v1": (True, True, 1.0), "v2": (True, True, 1.0),  # used it, and the work follows its rules
+        "v3": (False, False, 1.0),  # left it alone: only that is scored
+        "v4": (False, True, 0.0),  # a near-miss it reached for
+    }
+    assert "used the skill for a request it is not for" in results["v4"]["feedback"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trigger"] == {"tp": 2, "fp": 1, "tn": 1, "fn": 0}
+    assert ("Triggering over 4 trigger rollouts: recall 2/2 (100%, 95% CI 34–100%), precision 2/3 (67%, 95% CI "
+            "21–94%), accuracy 3/4 (75%, 95% CI 30–95%).") in (out / "report.md").read_text()
+
+
+def test_a_description_edit_that_hides_the_skill_shows_in_the_gate_as_lost_recall(tmp_path):
+    from helpers.repo import commit_base, commit_on_branch
+
+    binary = claude_bin()
+    with ScriptedModelServer(AgentScript(command="ls", when=("answer.txt",))) as server:
+        root = trigger_project(tmp_path / "repo", server, binary)
+        commit_base(root)
+        skill = root / "skills/shout/SKILL.md"
+        vague = skill.read_text().replace(" Use whenever a task asks for answer.txt.", " Use it for team answers.")
+        commit_on_branch(root, "vague", {"skills/shout/SKILL.md": vague})
+        res = run_cli("gate", "--base", "main", "--head", "vague", "--out", str(tmp_path / "gate"), "--quiet",
+                      cwd=root, env={"ANTHROPIC_API_KEY": FAKE_KEY})
+    assert res.code == 0, res.out + res.err  # 4 tasks: no drop short of the whole score is significant
+    assert "unchanged" in res.out
+    assert ("shout triggering: recall 2/2 (100%) → 0/2 (0%), 2 fewer requests the skill is for use it; "
+            "precision 2/3 (67%) → —") in res.out, res.out
+    gate = json.loads((tmp_path / "gate/gate.json").read_text())["skills"][0]
+    assert gate["comparison"]["base_mean"] == 0.75 and gate["comparison"]["head_mean"] == 0.5

@@ -14,6 +14,7 @@ from helpers.agent_bins import agent_bin
 from helpers.agents import AgentScript
 from helpers.cli import run_cli
 from helpers.codex_project import KEY, SKILL, codex_project
+from skillopt_ci.inputs.yamlfile import schema_validator
 from skillopt_ci.sim import Fault, ScriptedModelServer
 from skillopt_ci.sim.optimizer_sim import OptimizerSim
 
@@ -57,6 +58,9 @@ def test_codex_evaluates_a_skill_it_reads_through_its_own_tool(tmp_path, codex_s
     # gpt-5.5 is a model Codex knows to offer apply_patch: the file is written with it.
     assert [c["name"] for c in calls] == ["exec_command", "exec_command", "apply_patch"]
     assert ".agents/skills/greeter/SKILL.md" in calls[0]["arguments"]
+    first_call = steps.index(calls[0])
+    assert {r["task_id"]: r["consult"] for r in results} == dict.fromkeys(
+        (r["task_id"] for r in results), {"consulted": True, "step": first_call, "how": "command reads SKILL.md"})
     outputs = [s["text"] for s in steps if s["kind"] == "tool_result"]
     assert "Write the greeting the task asks for" in outputs[0]
     times = [s["elapsed_s"] for s in steps]  # when each event arrived from the CLI
@@ -71,9 +75,28 @@ def test_codex_evaluates_a_skill_it_reads_through_its_own_tool(tmp_path, codex_s
     assert "Write the greeting the task asks for" not in first.system + json.dumps(first.messages)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_errors"] == 0
+    assert summary["consulted"] == {"consulted": 6, "rollouts": 6, "references": 0, "scripts": 0}
+    schema_validator("summary.schema.json").validate(summary)
+    for line in results:
+        schema_validator("result.schema.json").validate(line)
+    assert "The agent consulted the skill in 6 of 6 finished rollouts (100.0%, 95% CI 61–100%)." in (
+        out / "report.md").read_text()
     report = tmp_path / "report.html"
     assert run_cli("report", str(out), "--html", str(report), cwd=root).code == 0
     assert files_holding(out, KEY) == [] and KEY not in report.read_text() and KEY not in res.out + res.err
+
+
+def test_a_codex_agent_that_never_opens_the_skill_is_recorded_as_not_consulting_it(tmp_path, codex_server):
+    codex_server.policy.agent = AgentScript(read_skill=False)
+    root = codex_project(tmp_path / "p", codex_server.openai_base_url, agent_bin("codex"))
+    out = tmp_path / "run"
+    res = run_cli("eval", "greeter", "--out", str(out), "--quiet", cwd=root, env={"OPENAI_API_KEY": KEY})
+    assert res.code == 0, res.out + res.err
+    results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["consult"] for r in results] == [{"consulted": False}] * 6
+    table = run_cli("eval", "greeter", "--out", str(out), cwd=root, env={"OPENAI_API_KEY": KEY})  # resumed: no calls
+    assert table.code == 0 and "skill used" in table.out and "0/6 (0%)" in table.out, table.out
+    assert all("SKILL.md" not in json.dumps(r["trajectory"]) for r in results)
 
 
 def git(root: Path, *args: str) -> str:

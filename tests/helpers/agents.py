@@ -40,6 +40,7 @@ _CODEX_SKILL = re.compile(r"^- ([\w.:-]+): .*\(file: ([^)]+)\)\s*$", re.MULTILIN
 _CLAUDE_SKILLS = "The following skills are available for use with the Skill tool:"
 _CLAUDE_SKILL = re.compile(r"^- ([\w.:/-]+): ", re.MULTILINE)
 _ANSWER = re.compile(r"answer:\s*(.+)", re.IGNORECASE)
+_REMINDER = re.compile(r"<(system-reminder|skills_instructions)>.*?</\1>", re.DOTALL)
 # Where each CLI puts an instructions file's text (AGENTS.md / CLAUDE.md) in the first request.
 _INSTRUCTIONS = (re.compile(r"# AGENTS\.md instructions for [^\n]*\n\n<INSTRUCTIONS>\n(.*?)</INSTRUCTIONS>", re.DOTALL),
                  re.compile(r"Contents of [^\n]*CLAUDE\.md \(project instructions[^\n]*\n\n(.*?)</system-reminder>",
@@ -69,6 +70,18 @@ def codex_skills(system: str) -> dict[str, str]:
     return found
 
 
+def _listing(text: str) -> str:
+    """The skills list a CLI shows the model (names and descriptions), or ""."""
+    for start, end in (("<skills_instructions>", "</skills_instructions>"), (_CLAUDE_SKILLS, "\n\n")):
+        at = text.find(start)
+        if at >= 0:
+            body = at + len(start)
+            body += len(text[body:]) - len(text[body:].lstrip("\n"))  # Claude Code's list starts after a blank line
+            stop = text.find(end, body)
+            return text[at:stop if stop >= 0 else None]
+    return ""
+
+
 def claude_skills(text: str) -> list[str]:
     """Skill names in the order Claude Code lists them (project skills come first)."""
     at = text.find(_CLAUDE_SKILLS)
@@ -82,13 +95,31 @@ def claude_skills(text: str) -> list[str]:
 @dataclass(frozen=True)
 class AgentScript:
     """The scripted agent (see the module docstring). ``skill``: the skill to read (default: the
-    first one listed)."""
+    first one listed); ``read_skill=False``: skip step 1, so the agent never consults a skill."""
 
     answer_file: str = "answer.txt"
     answer: str = "hello world"
     command: str = "ls"
     final: str = "Done: the answer is in {file}."
     skill: str | None = None
+    read_skill: bool = True
+    when: tuple[str, ...] = ()  # read the skill only if one of these is in both the request and its listing
+
+    def _step(self, request: ScriptedRequest) -> int:
+        return sum(len(m.get("tool_calls", ())) for m in request.messages) + (not self._reads(request))
+
+    def _reads(self, request: ScriptedRequest) -> bool:
+        """Whether this agent consults a skill for this request: always, never, or (``when``) as a
+        model does, when the skill's listed description says it is for such a request."""
+        if not self.read_skill:
+            return False
+        if not self.when:
+            return True
+        listing = _listing(request.system + "\n" + _all_text(request))
+        users = "\n".join(m["content"] for m in request.messages if m["role"] == "user")
+        asked = _REMINDER.sub("", users.replace(listing, "") if listing else users).lower()
+        listing = listing.lower()
+        return any(phrase in asked and phrase in listing for phrase in self.when)
 
     def __call__(self, request: ScriptedRequest) -> ScriptedReply | str:
         names = {tool["name"] for tool in request.tools}
@@ -122,7 +153,7 @@ class AgentScript:
         return apply_rules(self._task_answer(request), self._skill_body(request)) + "\n"
 
     def _codex(self, request: ScriptedRequest, names: set[str]) -> ScriptedReply:
-        step = sum(len(m.get("tool_calls", ())) for m in request.messages)
+        step = self._step(request)
         cwd = _between(_all_text(request), "<cwd>", "</cwd>") or "."
         if step == 0:
             skills = codex_skills(request.system + "\n" + _all_text(request))
@@ -143,7 +174,7 @@ class AgentScript:
         return ScriptedReply(self.final.format(file=self.answer_file))
 
     def _claude(self, request: ScriptedRequest) -> ScriptedReply:
-        step = sum(len(m.get("tool_calls", ())) for m in request.messages)
+        step = self._step(request)
         text = request.system + "\n" + _all_text(request)
         if step == 0:
             skills = claude_skills(text)

@@ -41,8 +41,8 @@ def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def make_repo(tmp_path: Path, base_url: str, **config) -> Path:
-    root = write_project(tmp_path / "repo", base_url, **config)
+def commit_base(root: Path) -> Path:
+    """``root`` made a git repository whose ``main`` holds everything in it (``.skillopt/`` ignored)."""
     (root / ".gitignore").write_text(".skillopt/\n")
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.email", "dev@example.com")
@@ -50,6 +50,10 @@ def make_repo(tmp_path: Path, base_url: str, **config) -> Path:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
     return root
+
+
+def make_repo(tmp_path: Path, base_url: str, **config) -> Path:
+    return commit_base(write_project(tmp_path / "repo", base_url, **config))
 
 
 def commit_on_branch(root: Path, branch: str, edits: dict[str, str | None], message: str = "change") -> str:

@@ -179,6 +179,29 @@ def test_validate_reports_all_suite_problems(project):
     assert "val.jsonl:13: not valid JSON" in res.err and "val.jsonl:14" in res.err and "leakage" in res.err
 
 
+def test_trigger_tasks_need_a_boolean_and_both_kinds(project):
+    val = project / SUITE / "val.jsonl"
+    lines = val.read_text().splitlines()
+    first = json.loads(lines[0])
+    lines[0] = json.dumps({**first, "should_trigger": "yes"})
+    val.write_text("\n".join(lines) + "\n")
+    res = run_cli("validate", cwd=project)
+    wrong = f'val.jsonl:1: task {first["id"]!r}: "should_trigger" must be true or false, got "yes"'
+    assert res.code == 2 and wrong in res.err
+    lines[0] = json.dumps({**first, "should_trigger": True})
+    val.write_text("\n".join(lines) + "\n")
+    res = run_cli("validate", cwd=project)
+    assert res.code == 2 and "every trigger task says should_trigger: true; add tasks with should_trigger: false" in res.err
+    lines[1] = json.dumps({**json.loads(lines[1]), "should_trigger": False})
+    val.write_text("\n".join(lines) + "\n")
+    res = run_cli("validate", cwd=project)  # both kinds now, but a chat rollout cannot say whether the skill was read
+    assert res.code == 2 and "need an environment that records whether the agent consulted the skill" in res.err
+    assert "environment 'chat' does not" in res.err
+    evaluated = run_cli("eval", "ticket-triage", "--split", "val", cwd=project)
+    assert evaluated.code == 2 and "environment 'chat' does not" in evaluated.err  # before any call
+    assert not (project / ".skillopt").exists() or not list((project / ".skillopt").rglob("results.jsonl"))
+
+
 def test_validate_ok(project):
     res = run_cli("validate", cwd=project)
     assert res.code == 0 and "1 skill(s)" in res.out

@@ -758,6 +758,7 @@ def test_registry_names():
         "llm_judge",
         "reward",
         "verify",
+        "trigger",
         "officeqa",
         "searchqa",
         "livemath",

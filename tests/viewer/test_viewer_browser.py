@@ -493,6 +493,23 @@ def test_model_output_and_task_files_are_shown_as_text_never_run(browser, hostil
 # ---- the live viewer -----------------------------------------------------------------------------
 
 
+def test_an_agent_runs_score_table_shows_how_often_the_skill_was_used_as_the_terminal_does(browser, hostile_run,
+                                                                                          tmp_path):
+    run = tmp_path / "agent-run"
+    shutil.copytree(hostile_run, run)
+    data = json.loads((run / "summary.json").read_text())
+    data["consulted"] = {"consulted": 5, "rollouts": 6, "references": 1, "scripts": 0}
+    (run / "summary.json").write_text(json.dumps(data))
+    summary = EvalSummary.from_dict(data)
+    html = write_report(run, tmp_path)
+    with open_page(browser, html.as_uri()) as w:
+        headers = w.page.locator("#score-table thead th").all_inner_texts()
+        cells = w.page.locator("#score-table tbody td").all_inner_texts()
+    terminal = summary_row(summary, consulted=True)
+    assert headers == list(terminal) and cells == list(terminal.values())
+    assert dict(zip(headers, cells, strict=True))["skill used"] == "5/6 (83%)"
+
+
 def test_a_run_stopped_by_its_budget_is_shown_stopped_not_in_progress(browser, tmp_path):
     with no_keys(), ScriptedModelServer(SimulatedModels()) as server:
         project = train_project(tmp_path / "p", server.openai_base_url)

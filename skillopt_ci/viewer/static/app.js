@@ -362,12 +362,17 @@
       s.n_tasks_scored !== s.n_tasks ? `${s.n_tasks_scored}/${s.n_tasks}` : String(s.n_tasks),
       fmt.score(s.mean) + fmt.ci(s.ci95), fmt.pct(s.pass_rate), String(s.n_errors), fmt.int(allTokens),
       fmt.cost(s.cost_usd), fmt.secs(s.wall_time_s)];
+    const headers = ["skill", "split", "tasks", "score (95% CI)", "pass rate", "errors", "tokens", "cost", "time"];
+    const c = s.consulted;  // agent environments: how often the agent read the skill
+    if (c) {
+      headers.splice(5, 0, "skill used");
+      row.splice(5, 0, c.rollouts ? `${c.consulted}/${c.rollouts} (${Math.round(100 * c.consulted / c.rollouts)}%)` : "—");
+    }
     const errors = Object.entries(s.errors_by_kind || {}).map(([k, n]) => `${k} ${n}`).join(", ");
     const about = `model ${s.model.provider} / ${s.model.model} · repeats ${s.repeats} · skill ${s.skill.hash.slice(0, 12)}`
       + ` (${s.skill.tokens} tokens) · suite ${s.suite.hash.slice(0, 12)} · cache hits ${s.cache_hits}/${s.n_results}`;
     return [
-      table(["skill", "split", "tasks", "score (95% CI)", "pass rate", "errors", "tokens", "cost", "time"], [row],
-        { id: "score-table" }),
+      table(headers, [row], { id: "score-table" }),
       el("p", { class: "meta", text: about }),
       s.complete ? null : el("p", { class: "error-text", text: `Incomplete run: ${s.stopped || "stopped early"}.` }),
       errors ? el("p", { class: "note", text: `Errored rollouts are missing data, left out of the score: ${errors}.` }) : null,
