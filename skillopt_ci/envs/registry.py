@@ -24,6 +24,7 @@ BUILTIN: dict[str, str] = {
     "interactive": "skillopt_ci.envs.interactive:InteractiveEnvironment",
     "codex": "skillopt_ci.envs.codex:CodexEnvironment",
     "claude-code": "skillopt_ci.envs.claude_code:ClaudeCodeEnvironment",
+    "catalogue": "skillopt_ci.envs.catalogue:CatalogueEnvironment",
 }
 # A benchmark's own environments (SpreadsheetBench's codegen) are in its pack, read only for a
 # name not above.

@@ -101,11 +101,14 @@ class ToolsEnvironment(BaseEnvironment):
         if opts.answer_tag is not None and not re.fullmatch(r"[A-Za-z_][\w-]*", opts.answer_tag):
             raise InputError(f"environment tools: answer_tag must be a tag name such as answer, got {opts.answer_tag!r}",
                              where=self.where)
-        self.tools, self.tool_files = build_tools(opts.tools, self.suite_dir, self.where)
+        self.tools, self.tool_files = self._tools()
         self.specs = tuple(t.spec for t in self.tools.values())
         self._identity = super().identity()
         if self.tool_files:
             self._identity["tool_files"] = {name: file_digest(path) for name, path in sorted(self.tool_files.items())}
+
+    def _tools(self) -> tuple[dict[str, Tool], dict[str, Path]]:
+        return build_tools(self.options.tools, self.suite_dir, self.where)
 
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)

@@ -32,7 +32,7 @@ class TriggerScorer(Scorer):
 
     def _no_consult(self, task: Task) -> InputError:
         return self.error("needs an environment that records whether the agent consulted the skill "
-                          f'(codex, claude-code); task "{task.id}" was run without one', where=task.source or None)
+                          f'(catalogue, codex, claude-code); task "{task.id}" was run without one', where=task.source or None)
 
     async def ascore_rollout(self, rollout: Rollout, task: Task, models: ModelCaller | None = None) -> Score:
         wanted = task.should_trigger
@@ -62,7 +62,7 @@ def trigger_problem(tasks: Iterable[Task], scorer_type: str, environment: str, r
     triggers = [t for t in tasks if t.should_trigger is not None]
     if (triggers or scorer_type == TriggerScorer.name) and not records_consults:
         return (f"trigger tasks (should_trigger) need an environment that records whether the agent consulted the "
-                f"skill (codex, claude-code); environment {environment!r} does not")
+                f"skill (catalogue, codex, claude-code); environment {environment!r} does not")
     if scorer_type == TriggerScorer.name:
         missing = [t for t in tasks if t.should_trigger is None]
         if missing:
