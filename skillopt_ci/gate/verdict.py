@@ -14,6 +14,7 @@ from skillopt_ci.core.codec import Record
 from skillopt_ci.core.compare import ComparePolicy, Comparison, compare_results
 from skillopt_ci.core.records import EvalSummary, TaskResult
 from skillopt_ci.core.stats import below
+from skillopt_ci.core.triggering import compare_triggering
 from skillopt_ci.inputs.config import GatePolicy
 
 GATE_SCHEMA_VERSION = 1
@@ -146,12 +147,15 @@ def decide(change: SkillChange, base_results: Sequence[TaskResult], head_results
         base_results, head_results, task_ids,
         ComparePolicy.from_gate(policy),
     )
-    failed = comparison.verdict in policy.fail_on
-    reason = comparison.reason
+    verdict, failed, reason = comparison.verdict, comparison.verdict in policy.fail_on, comparison.reason
+    triggering = compare_triggering(base_results, head_results)
+    if triggering is not None and triggering.regressed(1 - policy.confidence):
+        verdict, failed = "regressed", "regressed" in policy.fail_on
+        reason = f"{triggering.reason()}; the score: {reason}"
     low, why = _below_minimum(head, policy)
     if low:
         failed, reason = True, f"{why}; {reason}"
-    return SkillVerdict(change, comparison.verdict, failed, reason, all_ids, comparison, base, head,
+    return SkillVerdict(change, verdict, failed, reason, all_ids, comparison, base, head,
                         regressed_examples(comparison, base_results, head_results))
 
 
