@@ -510,6 +510,24 @@ def test_an_agent_runs_score_table_shows_how_often_the_skill_was_used_as_the_ter
     assert dict(zip(headers, cells, strict=True))["skill used"] == "5/6 (83%)"
 
 
+def test_a_gate_of_agent_suites_shows_how_often_each_side_used_the_skill(browser, gate_run, tmp_path):
+    run = tmp_path / "agent-gate"
+    shutil.copytree(gate_run, run)
+    data = json.loads((run / "gate.json").read_text())
+    skill = data["skills"][0]
+    skill["base"]["consulted"] = {"consulted": 6, "rollouts": 6, "references": 0, "scripts": 0}
+    skill["head"]["consulted"] = {"consulted": 2, "rollouts": 6, "references": 0, "scripts": 0}
+    skill["base"]["trigger"] = {"tp": 18, "fp": 1, "tn": 19, "fn": 2}
+    skill["head"]["trigger"] = {"tp": 11, "fp": 1, "tn": 19, "fn": 9}
+    (run / "gate.json").write_text(json.dumps(data))
+    html = write_report(run, tmp_path)
+    with open_page(browser, html.as_uri()) as w:
+        lines = w.page.locator("#gate-triggering li").all_inner_texts()
+    name = skill["name"]
+    assert lines == [f"{name} skill used: base 6/6 (100%) → head 2/6 (33%)",
+                     f"{name} triggering: recall 18/20 (90%) → 11/20 (55%); precision 18/19 (95%) → 11/12 (92%)"]
+
+
 def test_a_run_stopped_by_its_budget_is_shown_stopped_not_in_progress(browser, tmp_path):
     with no_keys(), ScriptedModelServer(SimulatedModels()) as server:
         project = train_project(tmp_path / "p", server.openai_base_url)

@@ -366,7 +366,7 @@
     const c = s.consulted;  // agent environments: how often the agent read the skill
     if (c) {
       headers.splice(5, 0, "skill used");
-      row.splice(5, 0, c.rollouts ? `${c.consulted}/${c.rollouts} (${Math.round(100 * c.consulted / c.rollouts)}%)` : "—");
+      row.splice(5, 0, fraction(c.consulted, c.rollouts));
     }
     const errors = Object.entries(s.errors_by_kind || {}).map(([k, n]) => `${k} ${n}`).join(", ");
     const about = `model ${s.model.provider} / ${s.model.model} · repeats ${s.repeats} · skill ${s.skill.hash.slice(0, 12)}`
@@ -377,6 +377,26 @@
       s.complete ? null : el("p", { class: "error-text", text: `Incomplete run: ${s.stopped || "stopped early"}.` }),
       errors ? el("p", { class: "note", text: `Errored rollouts are missing data, left out of the score: ${errors}.` }) : null,
     ];
+  }
+
+  function fraction(hits, of) { // "5/6 (83%)", as the terminal table and the gate comment say it
+    return of ? `${hits}/${of} (${fixed(100 * hits / of, 0)}%)` : "—";
+  }
+
+  function triggerNotes(s) { // the gate comment's "skill used" and "triggering" lines of one skill
+    const notes = [];
+    const used = [["base", s.base], ["head", s.head]].filter(([, x]) => x && x.consulted);
+    if (used.length) {
+      notes.push("skill used: " + used.map(([side, x]) => `${side} ${fraction(x.consulted.consulted, x.consulted.rollouts)}`).join(" → "));
+    }
+    const head = s.head && s.head.trigger, base = s.base && s.base.trigger;
+    if (head) {
+      const rates = (t) => ({ recall: [t.tp || 0, (t.tp || 0) + (t.fn || 0)], precision: [t.tp || 0, (t.tp || 0) + (t.fp || 0)] });
+      const parts = ["recall", "precision"].map((name) => name + " "
+        + (base ? fraction(...rates(base)[name]) + " → " : "") + fraction(...rates(head)[name]));
+      notes.push("triggering: " + parts.join("; "));
+    }
+    return notes;
   }
 
   function gateSpend(skills) {
@@ -403,6 +423,8 @@
       el("p", null, badge(g.verdict || "—"), ` ${g.base_ref} (${sha(g.base_sha)}) → ${g.head_ref} (${sha(g.head_sha)})`),
       table(["skill", "base", "head", "Δ (95% CI)", "improved", "regressed", "verdict"], rows, { id: "gate-table" }),
       el("ul", null, skills.map((s) => el("li", null, el("b", { text: s.name }), ": " + s.reason))),
+      el("ul", { id: "gate-triggering" }, skills.flatMap((s) => triggerNotes(s).map((line) =>
+        el("li", null, el("b", { text: s.name }), " " + line)))),
       spend.length ? table(["side", "tokens", "spent"], spend, { id: "gate-spend" }) : null,
     ];
   }
