@@ -17,6 +17,11 @@ from typing import Any
 from skillopt_ci.core.redact import redact
 
 
+def fraction(hits: int, of: int) -> str:
+    """"5/6 (83%)", or "—" when there is nothing to count."""
+    return f"{hits}/{of} ({100 * hits / of:.0f}%)" if of else "—"
+
+
 def fence(text: str) -> str:
     """``text`` in a backtick fence that no backtick run inside it can close."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)

@@ -20,6 +20,7 @@ from statistics import fmean
 
 from skillopt_ci.core.records import TaskResult, TriggerCounts
 from skillopt_ci.core.signtest import sign_test
+from skillopt_ci.core.text import fraction
 
 
 @dataclass(frozen=True)
@@ -42,19 +43,17 @@ class TriggerChange:
         parts = []
         if self.missed:
             parts.append(f"{self.missed} request{'' if self.missed == 1 else 's'} the skill is for no longer use it"
-                         + _rate("recall", self.base, self.head))
+                         + (", " + rate_change("recall", self.base, self.head) if self.base else ""))
         if self.false:
             parts.append(f"{self.false} request{'' if self.false == 1 else 's'} it is not for now use it"
-                         + _rate("precision", self.base, self.head))
+                         + (", " + rate_change("precision", self.base, self.head) if self.base else ""))
         return f"triggering regressed: {'; '.join(parts)} (sign test p = {self.p_value:.3f})"
 
 
-def _rate(name: str, base: TriggerCounts | None, head: TriggerCounts | None) -> str:
-    if base is None or head is None:
-        return ""
-    (b, bn), (h, hn) = base.rates()[name], head.rates()[name]
-    shown = lambda k, n: f"{k}/{n} ({100 * k / n:.0f}%)" if n else "—"  # noqa: E731
-    return f", {name} {shown(b, bn)} → {shown(h, hn)}"
+def rate_change(name: str, base: TriggerCounts | None, head: TriggerCounts | None) -> str:
+    """"recall 18/20 (90%) → 11/20 (55%)" (the head's alone when there is no base)."""
+    after = fraction(*head.rates()[name]) if head else "—"
+    return f"{name} {fraction(*base.rates()[name])} → {after}" if base else f"{name} {after}"
 
 
 def _right_rates(results: Sequence[TaskResult]) -> dict[str, tuple[bool, float]]:

@@ -164,8 +164,7 @@ class EvalSession:
         if key not in self._environments:
             environment = build_environment(dict(suite.environment), suite.path,
                                             where=f"{suite.display}/suite.yaml: environment")
-            problem = trigger_problem((t for tasks in suite.splits.values() for t in tasks), str(suite.scorer.get("type")),
-                                      environment.name, environment.records_consults)
+            problem = trigger_problem(suite, environment.name, environment.records_consults)
             if problem:
                 raise InputError(problem, where=f"{suite.display}/suite.yaml")
             self._environments[key] = environment

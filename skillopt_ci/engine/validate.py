@@ -88,8 +88,7 @@ def suite_problems(path: Path, shown: str, config: Config | None) -> list[Proble
     except InputError as exc:
         problems.append(Problem(exc.where or f"{shown}/suite.yaml", exc.message, "environment"))
     else:
-        problem = trigger_problem((t for tasks in suite.splits.values() for t in tasks), str(suite.scorer.get("type")),
-                                  environment.name, environment.records_consults)
+        problem = trigger_problem(suite, environment.name, environment.records_consults)
         if problem:
             problems.append(Problem(f"{shown}/suite.yaml", problem, "environment"))
     if suite.scorer.get("type") == "llm_judge" and config is not None and "judge" not in config.models:

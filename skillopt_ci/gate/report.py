@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from skillopt_ci.core.triggering import rate_change
 from skillopt_ci.gate.verdict import WORKTREE, GateReport, SkillVerdict, TaskExample
 from skillopt_ci.render.eval_report import fmt_consulted, fmt_cost, fmt_score
 from skillopt_ci.render.markdown import code_block, code_span, escape_inline
@@ -194,12 +195,7 @@ def trigger_notes(report: GateReport, name: Callable[[str], str] = str) -> list[
         base, head = (x.trigger if x is not None else None for x in (s.base, s.head))
         if head is None:
             continue
-        parts = []
-        for rate in ("recall", "precision"):
-            after = head.rates()[rate]
-            shown = f"{rate} {_fraction(*base.rates()[rate])} → {_fraction(*after)}" if base else \
-                f"{rate} {_fraction(*after)}"
-            parts.append(shown)
+        parts = [rate_change(rate, base, head) for rate in ("recall", "precision")]
         if base and base.tp > head.tp:
             fewer = base.tp - head.tp
             parts[0] += f", {fewer} fewer request{'' if fewer == 1 else 's'} the skill is for use it"
@@ -208,10 +204,6 @@ def trigger_notes(report: GateReport, name: Callable[[str], str] = str) -> list[
             parts[1] += f", {more} more request{'' if more == 1 else 's'} it is not for use it"
         lines.append(f"- **{name(s.change.name)}** triggering: " + "; ".join(parts))
     return lines
-
-
-def _fraction(hits: int, of: int) -> str:
-    return f"{hits}/{of} ({100 * hits / of:.0f}%)" if of else "—"
 
 
 def skill_details(report: GateReport) -> list[str]:

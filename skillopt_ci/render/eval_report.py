@@ -8,6 +8,7 @@ from tabulate import tabulate
 
 from skillopt_ci.core.records import Consulted, EvalSummary, TaskResult, TriggerCounts
 from skillopt_ci.core.stats import wilson_ci
+from skillopt_ci.core.text import fraction
 from skillopt_ci.render.markdown import code_span, escape_inline
 
 MAX_LISTED_FAILURES = 25
@@ -33,7 +34,7 @@ def fmt_pct(value: float | None) -> str:
 
 def fmt_consulted(c: Consulted | None) -> str:
     """"5/6 (83%)": rollouts that consulted the skill, of those that had it installed."""
-    return "—" if c is None or c.rate is None else f"{c.consulted}/{c.rollouts} ({100 * c.rate:.0f}%)"
+    return "—" if c is None else fraction(c.consulted, c.rollouts)
 
 
 def consulted_line(c: Consulted) -> str:

@@ -13,11 +13,10 @@ consults (``codex``, ``claude-code``) can run trigger tasks; any other is a suit
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.task import Task
 from skillopt_ci.core.trajectory import Rollout
+from skillopt_ci.inputs.suite import Suite
 from skillopt_ci.models.base import ModelCaller
 from skillopt_ci.scorers.base import Score, Scorer
 
@@ -54,11 +53,12 @@ def trigger_score(wanted: bool, consulted: bool) -> Score:
     return Score.binary(False, "used the skill for a request it is not for: the description claims too much")
 
 
-def trigger_problem(tasks: Iterable[Task], scorer_type: str, environment: str, records_consults: bool) -> str | None:
+def trigger_problem(suite: Suite, environment: str, records_consults: bool) -> str | None:
     """What keeps a suite's trigger tasks from running, said before anything is spent: an
     environment that cannot see consults, or a ``trigger`` scorer on a task without
     ``should_trigger``."""
-    tasks = list(tasks)
+    tasks = [t for split in suite.splits.values() for t in split]
+    scorer_type = str(suite.scorer.get("type"))
     triggers = [t for t in tasks if t.should_trigger is not None]
     if (triggers or scorer_type == TriggerScorer.name) and not records_consults:
         return (f"trigger tasks (should_trigger) need an environment that records whether the agent consulted the "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
@@ -40,12 +41,16 @@ def test_a_rollout_that_cannot_say_or_a_task_without_the_field_is_a_suite_error(
         asyncio.run(scorer.ascore_rollout(Rollout(output="", consult=Consult(True)), task()))
 
 
+def suite(tasks: list[Task], scorer: str) -> SimpleNamespace:  # the Suite fields trigger_problem reads
+    return SimpleNamespace(splits={"val": tuple(tasks)}, scorer={"type": scorer})
+
+
 def test_trigger_problems_are_found_before_anything_runs():
     both = [task(True, "a"), task(False, "b")]
-    assert trigger_problem(both, "exact", "claude-code", True) is None
-    assert "environment 'chat' does not" in trigger_problem(both, "exact", "chat", False)
-    assert "environment 'chat' does not" in trigger_problem([task()], "trigger", "chat", False)
-    missing = trigger_problem([*both, task(None, "c")], "trigger", "codex", True)
+    assert trigger_problem(suite(both, "exact"), "claude-code", True) is None
+    assert "environment 'chat' does not" in trigger_problem(suite(both, "exact"), "chat", False)
+    assert "environment 'chat' does not" in trigger_problem(suite([task()], "trigger"), "chat", False)
+    missing = trigger_problem(suite([*both, task(None, "c")], "trigger"), "codex", True)
     assert missing == ('scorer "trigger" needs "should_trigger": true or false on every task; 1 have none '
                        "(first: 'c' at val.jsonl:3)")
-    assert trigger_problem([task()], "exact", "chat", False) is None  # no trigger task: nothing to say
+    assert trigger_problem(suite([task()], "exact"), "chat", False) is None  # no trigger task: nothing to say
