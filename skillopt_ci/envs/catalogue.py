@@ -18,7 +18,9 @@ batched like any rollout:
   work here as with the agent CLIs. The skill-off baseline lists the other skills only.
 
 ``skills`` are paths relative to the suite directory, to a ``SKILL.md`` or its folder; a missing
-or malformed one, or one whose name is the skill under test's or another's, is an input error.
+or malformed one, one that leaves the suite directory (an absolute path, ``..``, a symbolic link
+out: a fork's suite must not send the host's files to the model), or one whose name is the skill
+under test's or another's, is an input error.
 Their texts join the environment's identity, so a changed sibling is a new cache key.
 """
 
@@ -67,8 +69,12 @@ class CatalogueEnvironment(ToolsEnvironment):
             raise InputError("environment catalogue: skills must be a list of paths to SKILL.md files or skill "
                              "folders, relative to the suite directory", where=self.where)
         self.siblings: dict[str, Skill] = {}
+        root = self.suite_dir.resolve()
         for relative in paths:
-            path = self.suite_dir / relative
+            path = (root / relative).resolve()  # a link out of the suite is followed here, then refused
+            if Path(relative).is_absolute() or ".." in Path(relative).parts or not path.is_relative_to(root):
+                raise InputError(f"environment catalogue: skills: {relative!r} leaves the suite directory; list "
+                                 "skills inside it (their text is sent to the model)", where=self.where)
             path = path / "SKILL.md" if path.is_dir() else path
             try:
                 skill = load_skill(path, display=relative)

@@ -122,3 +122,20 @@ def test_a_bad_sibling_or_a_name_clash_is_an_input_error_before_any_call(tmp_pat
         res = run_cli("eval", "shout", cwd=root, env=KEYS)
         assert res.code == 2 and "the name of the skill under test" in res.err
         assert server.call_count == 0
+
+
+@pytest.mark.parametrize("listed", ["../../secrets", "/etc", "escape"])
+def test_a_sibling_outside_the_suite_is_refused_so_no_host_file_reaches_the_model(tmp_path, listed):
+    outside = tmp_path / "secrets"
+    outside.mkdir()
+    (outside / "SKILL.md").write_text("---\nname: secrets\ndescription: host-only text\n---\nSECRET BODY\n")
+    with ScriptedModelServer(catalogue_agent) as server:
+        root = project(tmp_path / "p", PROTOCOLS["chat"](server))
+        (root / "eval_suites/shout/escape").symlink_to(outside)  # a link that leads out of the suite
+        suite_yaml = root / "eval_suites/shout/suite.yaml"
+        data = yaml.safe_load(suite_yaml.read_text())
+        data["environment"]["skills"] = [listed]
+        suite_yaml.write_text(yaml.safe_dump(data))
+        res = run_cli("eval", "shout", cwd=root, env=KEYS)
+        assert res.code == 2 and "leaves the suite directory" in res.err, res.err
+        assert server.call_count == 0
