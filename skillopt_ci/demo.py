@@ -31,7 +31,9 @@ from skillopt_ci.benchmarks.run import BenchRequest, run_bench
 from skillopt_ci.benchmarks.writer import write_suite
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.records import EvalSummary
-from skillopt_ci.engine.evaluation import EvalRequest, run_eval
+from skillopt_ci.engine.evaluation import EvalRequest, EvalSession, run_eval
+from skillopt_ci.gate.report import terminal_table
+from skillopt_ci.gate.run import run_compare
 from skillopt_ci.inputs.config import CacheSettings, Config, ModelSpec, SkillEntry, TrainPolicy
 from skillopt_ci.inputs.scaffold import example_path
 from skillopt_ci.render.bench_table import bench_text, heading
@@ -42,11 +44,14 @@ from skillopt_ci.train.entry import TrainRequest, run_training
 from skillopt_ci.train.report import summary_table
 
 SIM_MODEL = SIM_TARGET
-EXAMPLES = ("ticket-triage", "sales-analysis")
+EXAMPLES = ("ticket-triage", "sales-analysis", "release-notes")
+DESCRIPTION_EXAMPLE = "release-notes"  # a trigger suite: its description is what training edits
 BANNER = (
     "SIMULATION - no real model is called. A scripted server on 127.0.0.1 plays both models:\n"
     "- the target follows only the rules written in the skill, so the score shows which rules it has\n"
     "  (ticket-triage: one chat answer; sales-analysis: Python run over a CSV in a sandbox, via tool calls);\n"
+    "- release-notes: the target sees only each skill's name and description and loads the one that matches\n"
+    "  the request (the catalogue environment); a vague description is never loaded;\n"
     "- the optimizer proposes rules from the scorer's feedback, and sometimes a bad one for the gate to catch."
 )
 
@@ -83,14 +88,27 @@ def evaluate_examples(config: Config, runs: Path) -> list[EvalSummary]:
     return summaries
 
 
-def train_example(config: Config, runs: Path, name: str, echo: Callable[[str], None]) -> None:
+def train_example(config: Config, runs: Path, name: str, echo: Callable[[str], None]) -> Path:
     echo(f"   {name}:")
     if name == "sales-analysis":  # every rollout runs code in a sandbox: a shorter schedule keeps the demo quick
         config = replace(config, train=replace(config.train, epochs=2, slow_update=False))
-    outcome = run_training(config, TrainRequest(skill=name, out=runs / f"train-{name}", fresh=True),
+    target = "description" if name == DESCRIPTION_EXAMPLE else None
+    outcome = run_training(config, TrainRequest(skill=name, out=runs / f"train-{name}", fresh=True, target=target),
                            log=lambda line: echo(f"   {line}"), session_options={"show_progress": False})
     echo("")
     echo(summary_table(outcome.summary))
+    echo("")
+    return outcome.run_dir / "best_skill.md"
+
+
+def gate_vague_description(config: Config, trained: Path, runs: Path, echo: Callable[[str], None]) -> None:
+    """``skillopt-ci compare``: a pull request that takes the trained description back to the
+    vague one, judged on the trigger tasks; the gate fails it on recall."""
+    entry = next(e for e in config.skills if e.name == DESCRIPTION_EXAMPLE)
+    with EvalSession(config, show_progress=False) as session:
+        report = run_compare(config, session, trained, entry.path, entry.suite, runs / "compare-release-notes",
+                             fresh=True)
+    echo(terminal_table(report))
     echo("")
 
 
@@ -108,9 +126,13 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> None:
             echo("")
             echo("2. Train them (skillopt-ci train): each step proposes edits; only those confirmed alone on")
             echo("   the training failures they were proposed for, and not worse on validation, are kept.")
+            echo("   release-notes trains its description on the trigger tasks (train --target description).")
             echo("")
-            for name in EXAMPLES:
-                train_example(config, runs, name, echo)
+            trained = {name: train_example(config, runs, name, echo) for name in EXAMPLES}
+            echo("3. Gate a pull request that makes the release-notes description vague again (skillopt-ci compare):")
+            echo("   the trigger tasks are paired per request, and a significant drop in recall fails like a score drop.")
+            echo("")
+            gate_vague_description(config, trained[DESCRIPTION_EXAMPLE], runs, echo)
         echo(f"{server.call_count} calls to the simulated models, all through the real OpenAI SDK.")
         if out:
             echo(f"Run directories: {out}")

@@ -27,12 +27,14 @@ from skillopt_ci.core.paths import display_path
 @options.cache_mode()
 @click.option("--baseline", type=click.Choice(BASELINES), help="Also evaluate val and test with no skill and show "
               "what the trained skill adds (--baseline none).")
+@click.option("--target", type=click.Choice(("body", "description", "both")), help="What edits change: the body, the "
+              "front-matter description (trained on the suite's trigger tasks), or both (default: train.target).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json.")
 @options.run_guards
 @click.pass_obj
 def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int | None, batch_size: int | None,
           budget_tokens: int | None, budget_dollars: float | None, budget_seconds: float | None,
-          cache_mode: str | None, baseline: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool,
+          cache_mode: str | None, baseline: str | None, target: str | None, as_json: bool, quiet: bool, strict: bool, assume_yes: bool,
           wait: bool) -> None:
     """Train a skill: rollout, reflect, edit, keep only what beats it on validation."""
     from skillopt_ci.train.entry import TrainRequest, run_training
@@ -42,7 +44,7 @@ def train(state: State, skill: str, out: Path | None, fresh: bool, epochs: int |
     check_out(config, out)
     request = TrainRequest(skill=skill, out=out, fresh=fresh, epochs=epochs, batch_size=batch_size,
                            max_tokens=budget_tokens, max_dollars=budget_dollars, max_wall_seconds=budget_seconds,
-                           cache_mode=cache_mode, wait=wait, baseline=baseline)
+                           cache_mode=cache_mode, wait=wait, baseline=baseline, target=target)
     outcome = run_training(config, request, log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)),
                            session_options={"show_progress": False, "strict": strict, "assume_yes": assume_yes,
                                             # the no-skill val run costs about one more evaluation

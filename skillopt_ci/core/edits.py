@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillopt_ci.core.codec import Record
+from skillopt_ci.core.description import (
+    description_of,
+    description_problem,
+    edit_description,
+    with_description,
+)
 from skillopt_ci.core.errors import InputError
 from skillopt_ci.core.skill import (
     FRONT_MATTER_RE,
@@ -26,6 +32,8 @@ from skillopt_ci.core.skill import (
 )
 
 OPS = ("append", "insert_after", "replace", "delete")
+BODY, DESCRIPTION = "body", "description"
+PARTS = (BODY, DESCRIPTION)
 
 
 @dataclass(frozen=True)
@@ -39,11 +47,18 @@ class Edit(Record):
     rationale: str = ""
     support: int = 1
     source: str = "failure"
+    part: str = BODY  # what it edits: the body, or the front matter's description (core.description)
 
-    def key(self) -> tuple[str, str, str]:
-        """Identity for de-duplication: the operation, anchor and text with whitespace and case
-        folded, so the same edit proposed twice in slightly different spacing merges."""
-        return (self.op, _fold(self.anchor), _fold(self.text))
+    def key(self) -> tuple[str, ...]:
+        """Identity for de-duplication: the part, operation, anchor and text with whitespace and
+        case folded, so the same edit proposed twice in slightly different spacing merges."""
+        folded = (self.op, _fold(self.anchor), _fold(self.text))
+        return folded if self.part == BODY else (*folded, self.part)
+
+    def _json_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        if data.get("part") == BODY:  # a body edit is written as it always was
+            del data["part"]
+        return data
 
 
 def is_deletion(edit: Edit) -> bool:
@@ -79,6 +94,7 @@ class EditCaps:
 
     max_edit_chars: int = 800
     max_skill_tokens: int = 4000
+    parts: tuple[str, ...] = (BODY,)  # which parts of the skill this run may edit (train.target)
 
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
@@ -93,6 +109,8 @@ def edit_problems(edit: Edit) -> list[str]:
         return ["text and anchor must be strings"]
     if edit.op not in OPS:
         return [f"op {edit.op!r} is not one of {', '.join(OPS)}"]
+    if edit.part not in PARTS:
+        return [f"part {edit.part!r} is not one of {', '.join(PARTS)}"]
     problems: list[str] = []
     if edit.op == "append":
         if edit.anchor:
@@ -152,6 +170,10 @@ def _apply_one(text: str, edit: Edit, caps: EditCaps) -> tuple[str, EditOutcome]
         return refuse("too_long", f"text is {len(edit.text)} characters; the limit is {caps.max_edit_chars}")
     if _writes_marker(edit.text):
         return refuse("protected", _MARKER_DETAIL)
+    if edit.part not in caps.parts:
+        return refuse("protected", f"this run edits only the {' and the '.join(caps.parts)}, not the {edit.part}")
+    if edit.part == DESCRIPTION:
+        return _apply_to_description(text, edit)
     if edit.op == "append":
         head = len(text.rstrip())
         start = head + 2 if head else 0
@@ -178,6 +200,27 @@ def _apply_one(text: str, edit: Edit, caps: EditCaps) -> tuple[str, EditOutcome]
         return refuse("over_token_cap", f"the skill would be {after} tokens; the cap is {caps.max_skill_tokens}")
     line = new.count("\n", 0, start) + 1
     return new, EditOutcome(edit, "applied", f"{edit.op} at line {line}")
+
+
+def _apply_to_description(text: str, edit: Edit) -> tuple[str, EditOutcome]:
+    """One edit of the front matter's description (:mod:`~skillopt_ci.core.description`): the
+    name, the other keys and the body are kept byte for byte."""
+    current = description_of(text)
+    if current is None:
+        return text, EditOutcome(edit, "protected", "the skill has no description in its front matter to edit")
+    new, why = edit_description(current, edit.op, edit.anchor, edit.text)
+    if why:
+        return text, EditOutcome(edit, "ambiguous_anchor" if "times" in why else "anchor_not_found", why)
+    if new == current:
+        return text, EditOutcome(edit, "no_op", "the edit leaves the description unchanged")
+    problem = description_problem(new)
+    if problem:
+        return text, EditOutcome(edit, "too_long" if "limit" in problem else "invalid", problem)
+    try:
+        out = with_description(text, new)
+    except InputError as exc:
+        return text, EditOutcome(edit, "protected", exc.message)
+    return out, EditOutcome(edit, "applied", f"{edit.op} in the description ({len(new)} characters)")
 
 
 def _writes_marker(text: str) -> bool:

@@ -7,8 +7,8 @@ its rate differs from the base's. Under "the change did nothing to triggering" e
 a coin flip, so the exact one-sided sign test of the losses against the wins
 (:func:`~skillopt_ci.core.signtest.sign_test`) is the regression test, at the gate's level
 (``1 - confidence``). A significant one fails the gate as a score regression does, whatever the
-score did, and says what was lost: "triggering regressed: 5 requests the skill is for no longer
-use it, recall 17/20 (85%) → 12/20 (60%) (sign test p = 0.031)".
+score did, and says what was lost and where: "triggering regressed: 5 requests the skill is for no
+longer use it (v03, v07, v11 and 2 more), recall 17/20 (85%) → 12/20 (60%) (sign test p = 0.031)".
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class TriggerChange:
     false: int  # of the worse: requests it is not for that now use it
     base: TriggerCounts | None
     head: TriggerCounts | None
+    missed_ids: tuple[str, ...] = ()  # the tasks of ``missed``, in id order
+    false_ids: tuple[str, ...] = ()
 
     def regressed(self, alpha: float) -> bool:
         return self.worse > self.better and self.p_value < alpha
@@ -43,11 +45,19 @@ class TriggerChange:
         parts = []
         if self.missed:
             parts.append(f"{self.missed} request{'' if self.missed == 1 else 's'} the skill is for no longer use it"
+                         f" ({_some(self.missed_ids)})"
                          + (", " + rate_change("recall", self.base, self.head) if self.base else ""))
         if self.false:
             parts.append(f"{self.false} request{'' if self.false == 1 else 's'} it is not for now use it"
+                         f" ({_some(self.false_ids)})"
                          + (", " + rate_change("precision", self.base, self.head) if self.base else ""))
         return f"triggering regressed: {'; '.join(parts)} (sign test p = {self.p_value:.3f})"
+
+
+def _some(ids: Sequence[str], shown: int = 3) -> str:
+    """"v01, v02, v03 and 2 more": which tasks, without letting a long list crowd out the rest."""
+    names = [i if len(i) <= 30 else i[:29] + "\u2026" for i in ids[:shown]]
+    return ", ".join(names) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
 
 
 def rate_change(name: str, base: TriggerCounts | None, head: TriggerCounts | None) -> str:
@@ -79,4 +89,5 @@ def compare_triggering(base: Sequence[TaskResult], head: Sequence[TaskResult]) -
     return TriggerChange(
         n_paired=len(paired), worse=len(worse), better=better, p_value=sign_test(len(worse), better),
         missed=sum(1 for t in worse if after[t][0]), false=sum(1 for t in worse if not after[t][0]),
-        base=TriggerCounts.of(base), head=TriggerCounts.of(head))
+        base=TriggerCounts.of(base), head=TriggerCounts.of(head),
+        missed_ids=tuple(t for t in worse if after[t][0]), false_ids=tuple(t for t in worse if not after[t][0]))

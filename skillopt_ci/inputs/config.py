@@ -161,6 +161,17 @@ class TrainPolicy(Record):
     credit_confidence: float | None = None
     audit: bool = True  # re-test accepted rules at each epoch's end (skillopt_ci.train.audit)
     patience: int | None = 2  # epochs in a row that change nothing before training stops (None: run them all)
+    target: str = "body"  # what edits may change: body, description or both (core.edits.PARTS)
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The parts of the skill step edits may change (:class:`~skillopt_ci.core.edits.EditCaps`)."""
+        return ("body", "description") if self.target == "both" else (self.target,)
+
+    def _json_out(self, data: dict[str, Any]) -> dict[str, Any]:
+        if data.get("target") == "body":  # a body run is identified as it always was (run directories resume)
+            del data["target"]
+        return data
 
     @classmethod
     def _json_in(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:

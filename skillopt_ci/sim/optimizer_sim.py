@@ -19,6 +19,8 @@ trajectories (``category should be security, not question``, ``priority should b
   good edit when L is full. The validation gate is what keeps those out; a harmful edit already
   listed as rejected in the prompt's buffer is not proposed again (good ones are, as long as
   failures call for them).
+* **trigger reflection** — description edits from the missed and false triggers shown
+  (:func:`skillopt_ci.sim.trigger_sim.reflect_triggers`).
 * **success reflection** — no edits, or (one prompt in three) a harmless consolidating line that
   the simulated target ignores.
 * **slow update** — a few general lines of durable guidance the target ignores.
@@ -64,6 +66,7 @@ from skillopt_ci.sim.skill_view import (
     classify,
     is_reference,
 )
+from skillopt_ci.sim.trigger_sim import reflect_triggers
 
 FORMAT_RULE = next(line for line in REFERENCE_RULES if "category/priority" in line)
 HARMFUL_RULES = (
@@ -90,6 +93,7 @@ class OptimizerSim:
             return PROSE
         try:
             answer = {"failure": self.reflect_failures, "success": self.reflect_successes,
+                      "trigger": lambda p: reflect_triggers(p, self.bad_every),
                       "slow_update": self.slow_update, "meta": self.meta}[kind](prompt)
         except Exception as exc:  # a simulation that cannot read its prompt still answers validly
             answer = _empty(kind, f"could not read the prompt ({type(exc).__name__})")

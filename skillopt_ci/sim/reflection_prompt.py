@@ -13,6 +13,7 @@ from typing import Any
 HEADERS = {
     "# Skill optimization: reflect on failures": "failure",
     "# Skill optimization: reflect on successes": "success",
+    "# Skill optimization: reflect on triggering": "trigger",
     "# Skill optimization: slow update of a protected block": "slow_update",
     "# Skill optimization: update the meta skill": "meta",
 }

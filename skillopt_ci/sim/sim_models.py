@@ -1,7 +1,8 @@
 """Both simulated models of the bundled example behind one scripted-server policy.
 
 Requests for ``sim-optimizer-1`` go to the simulated optimizer (:mod:`optimizer_sim`); every
-other model name is the target: a request that offers tools (the sales-analysis example, a
+other model name is the target: a request that offers the catalogue's ``Skill`` tool goes to
+the simulated skill picker (:mod:`trigger_sim`), one that offers other tools (the sales-analysis example, a
 ``tools`` suite) goes to the simulated analyst (:mod:`analyst`), any other to the simulated
 ticket-triage target (:mod:`triage`). Run them in their
 own process with ``python -m skillopt_ci.sim.server --policy
@@ -15,6 +16,7 @@ from typing import Any
 from skillopt_ci.sim.analyst import AnalystPolicy
 from skillopt_ci.sim.optimizer_sim import OptimizerSim
 from skillopt_ci.sim.triage import TriagePolicy
+from skillopt_ci.sim.trigger_sim import CatalogueTarget, offers_skill_tool
 
 SIM_TARGET = "sim-triage-1"
 SIM_OPTIMIZER = "sim-optimizer-1"
@@ -28,10 +30,13 @@ class SimulatedModels:
         self.target = TriagePolicy(flip=flip, seed=seed)
         self.optimizer = OptimizerSim(malformed=malformed)
         self.analyst = AnalystPolicy()
+        self.catalogue = CatalogueTarget()
 
     def __call__(self, request: Any) -> Any:
         if request.model == SIM_OPTIMIZER:
             return self.optimizer(request)
+        if offers_skill_tool(request):
+            return self.catalogue(request)
         if getattr(request, "tools", None):
             return self.analyst(request)
         return self.target(request)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -69,9 +69,11 @@ def removal_of(edit: Edit) -> Edit | None:
     append or insert added, a replace of a replacement by its anchor; ``None`` for a delete (where
     it was is not known) or an edit that added nothing."""
     if edit.op in ("append", "insert_after") and edit.text.strip():
-        return Edit("delete", anchor=edit.text.strip("\n"), rationale="harm audit: removed", source="audit")
+        return Edit("delete", anchor=edit.text.strip("\n"), rationale="harm audit: removed", source="audit",
+                    part=edit.part)
     if edit.op == "replace" and edit.text.strip():
-        return Edit("replace", text=edit.anchor, anchor=edit.text, rationale="harm audit: reverted", source="audit")
+        return Edit("replace", text=edit.anchor, anchor=edit.text, rationale="harm audit: reverted", source="audit",
+                    part=edit.part)
     return None
 
 
@@ -82,8 +84,8 @@ def without(text: str, edit: Edit, caps: EditCaps) -> tuple[str, EditOutcome] | 
     if removal is None:
         return None
     # the removal shrinks the skill: the token cap never refuses it
-    out, (outcome,) = apply_edits(text, [removal], EditCaps(max(caps.max_edit_chars, len(removal.text)),
-                                                            caps.max_skill_tokens))
+    out, (outcome,) = apply_edits(text, [removal], replace(caps, max_edit_chars=max(caps.max_edit_chars,
+                                                                                     len(removal.text))))
     return (out, outcome) if outcome.applied else None
 
 

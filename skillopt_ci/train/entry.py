@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from skillopt_ci.core.description import description_of
 from skillopt_ci.core.errors import InputError, RuntimeFailure
 from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.core.paths import display_path
@@ -43,6 +44,7 @@ class TrainRequest:
     cache_mode: str | None = None
     wait: bool = False  # queue behind another process writing to the same run directory
     baseline: str | None = None  # "none": also evaluate val and test with no skill (train/summary.py)
+    target: str | None = None  # body, description or both (default: train.target)
 
 
 @dataclass
@@ -55,9 +57,11 @@ class TrainOutcome:
 
 
 def _policy(config: Config, request: TrainRequest) -> TrainPolicy:
-    changes: dict[str, Any] = {k: v for k, v in (("epochs", request.epochs), ("batch_size", request.batch_size))
-                               if v is not None}
-    return replace(config.train, **changes)
+    changes: dict[str, Any] = {k: v for k, v in (("epochs", request.epochs), ("batch_size", request.batch_size),
+                                                 ("target", request.target)) if v is not None}
+    policy = replace(config.train, **changes)
+    # the slow update rewrites a block of the body: a run that trains the description alone has none to write
+    return replace(policy, slow_update=False) if policy.parts == ("description",) else policy
 
 
 def _budgets(config: Config, request: TrainRequest) -> Budgets:
@@ -88,11 +92,31 @@ def prepare(config: Config, request: TrainRequest) -> tuple[SkillEntry, Skill, S
                              where=suite.split_files.get(split, suite.display),
                              hint=f"add {split}.jsonl to the suite, or evaluate with eval --split test")
     policy = _policy(config, request)
+    if "description" in policy.parts:
+        suite = description_suite(skill, suite, policy.target)
     if skill.tokens >= policy.max_skill_tokens:
         raise InputError(
             f"the skill has about {skill.tokens} tokens and train.max_skill_tokens is {policy.max_skill_tokens}: "
             "no room for any edit", where=skill.path, hint="raise train.max_skill_tokens or shorten the skill")
     return entry, skill, suite, policy
+
+
+def description_suite(skill: Skill, suite: Suite, target: str) -> Suite:
+    """The suite a description is trained on: its trigger tasks (``should_trigger``) alone for
+    ``target: description``, all of it for ``both``. Raises :class:`InputError` when the skill
+    has no description to train or a split has no trigger task."""
+    if description_of(skill.text) is None:
+        raise InputError(f"train --target {target} edits the front matter's description, and this skill has none",
+                         where=skill.path, hint="add a 'description:' line to the front matter")
+    for split in ("train", "val"):
+        if not any(t.should_trigger is not None for t in suite.splits.get(split, ())):
+            raise InputError(f"train --target {target} trains on trigger tasks, and the {split!r} split has none",
+                             where=suite.split_files.get(split, suite.display),
+                             hint='give tasks "should_trigger": true (requests the skill is for) or false (near-misses)')
+    if target != "description":
+        return suite
+    return replace(suite, splits={name: tuple(t for t in tasks if t.should_trigger is not None)
+                                  for name, tasks in suite.splits.items()})
 
 
 def manifest(config: Config, skill: Skill, suite: Suite, policy: TrainPolicy) -> dict[str, Any]:

@@ -21,7 +21,14 @@ from skillopt_ci.render.markdown import (
     neutralize_mentions,
 )
 from skillopt_ci.train.records import AcceptedEdit, SplitComparison, TrainingSummary
-from skillopt_ci.train.report import cancelled_line, curve_line, no_skill_lines, stopped_line
+from skillopt_ci.train.report import (
+    cancelled_line,
+    curve_line,
+    description_section,
+    no_skill_lines,
+    stopped_line,
+    trigger_table,
+)
 
 BODY_LIMIT = 65_536
 TITLE_LIMIT = 256
@@ -96,7 +103,7 @@ def edit_item(number: int, accepted: AcceptedEdit) -> str:
     """One accepted edit as a numbered list item; its code blocks indented into the item."""
     e = accepted.edit
     source = {"failure": "from failures", "success": "from successes", "slow_update": "slow update"}
-    origin = source.get(e.source, escape_inline(e.source, 30))
+    origin = source.get(e.source, escape_inline(e.source, 30)) + ("" if e.part == "body" else " · description")
     lead = f"{number}. "
     lines = [f"**{escape_inline(e.op, 20)}** · step {escape_inline(accepted.step, 40)} · "
              f"support {e.support} · {origin}"]
@@ -233,8 +240,11 @@ def render_training_pr(summary: TrainingSummary, *, current_text: str, trained_t
     path = str(summary.skill.get("path") or "SKILL.md")
     chart = validation_chart(summary)
     worth = no_skill_lines(summary)
+    triggering, description = trigger_table(summary), description_section(summary)
     head = "\n".join([marker(name), headline(summary), "", score_table(summary),
-                      *(["", *(f"{line}  " for line in worth)] if worth else []), *(["", chart] if chart else [])])
+                      *(["", *(f"{line}  " for line in worth)] if worth else []),
+                      *(["", *triggering] if triggering else []), *(["", *description] if description else []),
+                      *(["", chart] if chart else [])])
     tail = "\n".join(["", *run_section(summary, run_url, artifact_hint), "", "---", FOOTER, ""])
     budget = limit - len(head) - len(tail) - len(TRUNCATED) - 8
     cut = False

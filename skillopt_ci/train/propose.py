@@ -22,6 +22,7 @@ from skillopt_ci.train.optimizer import (
     reflect,
     select_applicable,
 )
+from skillopt_ci.train.optimizer.reflect import FAILURE, TRIGGER
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class Proposed:
     def sources(self, edit: Edit) -> tuple[str, ...]:
         """The rollout failures ``edit`` was proposed for: the tasks of the failure reflections
         that proposed it (merging folds equal edits, so all of them)."""
-        wanted = {t for p in self.proposals if p.kind == "failure" and any(e.key() == edit.key() for e in p.edits)
+        wanted = {t for p in self.proposals if p.kind in (FAILURE, TRIGGER) and any(e.key() == edit.key() for e in p.edits)
                   for t in p.task_ids}
         return tuple(t for t in self.rollout.failures if t in wanted)
 
@@ -72,7 +73,7 @@ class EditProposer:
                                           tasks=tuple(batch), label=f"{step_id} rollout")
         after_rollout = self.meter()
         context = ReflectionContext(skill_text=incumbent_text, buffer=buffer, meta_skill=meta_skill,
-                                    max_edits=self.max_edits)
+                                    max_edits=self.max_edits, parts=self.caps.parts)
         proposals = self.session.run(reflect(self.session.pool, rollout.results, context, group_size=self.group_size))
         after_reflect = self.meter()
         merged = merge_proposals(proposals)

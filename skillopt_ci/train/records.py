@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar
 from skillopt_ci.core import codec
 from skillopt_ci.core.codec import Record
 from skillopt_ci.core.edits import Edit
+from skillopt_ci.core.records import TriggerCounts
 
 TRAIN_SUMMARY_SCHEMA_VERSION = 1
 
@@ -104,3 +105,8 @@ class TrainingSummary(Record):
     best_so_far: Annotated[tuple[CurvePoint, ...], codec.OMIT_EMPTY] = ()
     max_target_calls: Annotated[int | None, codec.OMIT_NONE] = None
     target_calls: Annotated[int, codec.OMIT_EMPTY] = 0  # sent by the whole run (the test included)
+    # train.target description or both: what could change, the description before and after
+    target: Annotated[str | None, codec.OMIT_NONE] = None
+    description: Annotated[dict[str, str] | None, codec.OMIT_NONE] = None  # {"current", "trained"}
+    # per split with trigger tasks: {"current": counts, "trained": counts}
+    trigger: Annotated[dict[str, dict[str, TriggerCounts]] | None, codec.OMIT_NONE] = None

@@ -7,6 +7,8 @@ than showing the same numbers twice.
 
 from __future__ import annotations
 
+from skillopt_ci.core.description import LIMIT as DESCRIPTION_LIMIT
+from skillopt_ci.core.text import fraction
 from skillopt_ci.render.eval_report import fmt_cost, fmt_score
 from skillopt_ci.render.markdown import code_block, escape_inline
 from skillopt_ci.train.records import CurvePoint, SplitComparison, TrainingSummary
@@ -26,6 +28,35 @@ def no_skill_lines(summary: TrainingSummary) -> list[str]:
     adds over it, beside the table's current and trained scores."""
     return [f"No skill on {split} (trained skill vs none): {worth.get('line', '')}"
             for split, worth in (summary.no_skill or {}).items()]
+
+
+def trigger_table(summary: TrainingSummary) -> list[str]:
+    """Per split with trigger tasks, recall, precision and accuracy of the current → trained
+    skill as a markdown table ([] without trigger tasks)."""
+    if not summary.trigger:
+        return []
+    rows = ["| triggering | recall | precision | accuracy |", "| --- | --- | --- | --- |"]
+    for split, pair in summary.trigger.items():
+        current, trained = pair["current"].rates(), pair["trained"].rates()
+        rows.append(f"| {escape_inline(split, 20)} | " + " | ".join(
+            f"{fraction(*current[m])} → {fraction(*trained[m])}" for m in ("recall", "precision", "accuracy")) + " |")
+    return rows
+
+
+def description_section(summary: TrainingSummary, limit: int = 1100) -> list[str]:
+    """The current and trained descriptions (a model's text: fenced), or [] when training could
+    not edit the description; one line when it did not change."""
+    d = summary.description
+    if d is None:
+        return []
+    if d["current"] == d["trained"]:
+        return ["The description did not change:", "", code_block(d["current"], limit)]
+    return ["Description before:", "", code_block(d["current"], limit), "", "Description after "
+            f"({len(d['trained'])} of {DESCRIPTION_LIMIT:,} characters):", "", code_block(d["trained"], limit)]
+
+
+def _spaced(lines: list[str]) -> list[str]:
+    return [*lines, ""] if lines else []
 
 
 def curve_points(summary: TrainingSummary, max_points: int = 12) -> list[CurvePoint]:
@@ -63,6 +94,7 @@ def render_train_report(summary: TrainingSummary, state: TrainState) -> str:
         lines += [f"**Stopped early:** {escape_inline(s.stopped or 'stopped')}. Re-run the same command to resume.", ""]
     lines += ["| split | current | trained | Δ (95% CI) | verdict |", "| --- | --- | --- | --- | --- |",
               _row(s.val, "val"), _row(s.test, "test"), "",
+              *_spaced(trigger_table(s)), *_spaced(description_section(s)),
               *[f"{line}  " for line in no_skill_lines(s)], *([""] if s.no_skill else []),
               f"Best is version {s.best_version} (also the final skill: every change is gated on validation). "
               f"Steps: {s.steps_accepted} accepted, {s.steps_rejected} rejected, {s.steps_skipped} skipped. "
@@ -107,6 +139,12 @@ def summary_table(summary: TrainingSummary) -> str:
     table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
     s = summary
     worth = "".join(f"\n{line}" for line in no_skill_lines(summary))
+    for split, pair in (summary.trigger or {}).items():
+        current, trained = pair["current"].rates(), pair["trained"].rates()
+        worth += f"\ntriggering on {split}: " + ", ".join(
+            f"{m} {fraction(*current[m])} → {fraction(*trained[m])}" for m in ("recall", "precision", "accuracy"))
+    if summary.description and summary.description["current"] != summary.description["trained"]:
+        worth += f"\ndescription: {summary.description['trained']}"
     worth += "".join(f"\n{line}" for line in (stopped_line(summary), curve_line(summary)) if line)
     return (f"{table}{worth}\n\nsteps: {s.steps_accepted} accepted, {s.steps_rejected} rejected, {s.steps_skipped} skipped"
             f" · tokens {s.input_tokens + s.output_tokens:,} · cost {fmt_cost(s.cost_usd)} · {s.wall_time_s:.1f}s")

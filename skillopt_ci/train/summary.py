@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from skillopt_ci.core.baseline import skill_worth
 from skillopt_ci.core.compare import ComparePolicy, compare_results
-from skillopt_ci.core.records import EvalSummary
+from skillopt_ci.core.description import description_of
+from skillopt_ci.core.records import EvalSummary, TriggerCounts
 from skillopt_ci.core.skill import NO_SKILL_NAME, no_skill
 from skillopt_ci.engine.evaluation import make_plan
 from skillopt_ci.engine.rundir import RunDir
@@ -65,6 +66,22 @@ def _compare(trainer: Trainer, split: str, base_dir: str, best_dir: str, margin:
     return SplitComparison(split, c.base_mean, c.head_mean, c.delta, c.ci, c.verdict, c.n_paired)
 
 
+def _trigger(trainer: Trainer, state: TrainState) -> dict[str, dict[str, TriggerCounts]] | None:
+    """Per split, the trigger counts of the current (v0) and the trained (best) skill, from the
+    results on disk; ``None`` when no split has trigger tasks."""
+    best = state.current
+    found: dict[str, dict[str, TriggerCounts]] = {}
+    for split, base_dir, best_dir in (("val", state.versions[0].val_dir, best.val_dir),
+                                      ("test", "versions/v000/test", f"versions/v{best.number:03d}/test")):
+        runs = [trainer.dir / d for d in (base_dir, best_dir)]
+        if not all((r / "results.jsonl").exists() for r in runs):
+            continue
+        current, trained = (TriggerCounts.of(RunDir(r).load_results()) for r in runs)
+        if current is not None and trained is not None:
+            found[split] = {"current": current, "trained": trained}
+    return found or None
+
+
 def left_out(record: StepRecord) -> tuple[dict[str, str], ...]:
     """The edits a step's candidate lost before its decision, each with why: screened out alone,
     then pruned by credit assignment."""
@@ -114,4 +131,16 @@ def build_summary(trainer: Trainer, state: TrainState) -> TrainingSummary:
         tokens_by_stage=stages, no_skill=_no_skill(trainer, state), cancelled_rollouts=spent.cancelled_rollouts,
         best_so_far=best_so_far(state.history, state.versions[0].val_mean, state.baseline_calls),
         max_target_calls=trainer.meter.budgets.max_target_calls, target_calls=spent.target_calls,
+        **_description_fields(trainer, state),
     )
+
+
+def _description_fields(trainer: Trainer, state: TrainState) -> dict[str, Any]:
+    """The summary's ``target``, ``description`` and ``trigger`` (absent for a body run without
+    trigger tasks, so its summary stays as it was)."""
+    fields: dict[str, Any] = {"trigger": _trigger(trainer, state)}
+    if trainer.policy.target != "body":
+        fields["target"] = trainer.policy.target
+        fields["description"] = {"current": description_of(trainer.skill_text(0)) or "",
+                                 "trained": description_of(trainer.skill_text(state.current.number)) or ""}
+    return fields

@@ -90,7 +90,7 @@ class Trainer:
                  clock: Callable[[], float] = time.monotonic):
         self.config, self.entry, self.baseline, self.suite = config, entry, skill, suite
         self.session, self.dir, self.policy, self.log = session, run_dir, policy, log
-        self.caps = EditCaps(max_edit_chars=policy.max_edit_chars, max_skill_tokens=policy.max_skill_tokens)
+        self.caps = EditCaps(policy.max_edit_chars, policy.max_skill_tokens, policy.parts)
         val_tasks = suite.tasks("val")
         self.val_ids = [t.id for t in val_tasks]
         self.train_tasks = suite.tasks("train")

@@ -266,10 +266,20 @@ def test_demo_runs_offline():
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("SIMULATION")
-    chat, tools = out.split("\n   sales-analysis:\n")
-    evaluated = {tuple(line.split()[:3]) for line in chat.splitlines() if line.startswith(("ticket-triage ", "sales-analysis "))}
+    chat, rest = out.split("\n   sales-analysis:\n")
+    tools, rest = rest.split("\n   release-notes:\n")
+    description, gate = rest.split("\n3. Gate a pull request")
+    evaluated = {tuple(line.split()[:3]) for line in chat.splitlines()
+                 if line.startswith(("ticket-triage ", "sales-analysis ", "release-notes "))}
     assert evaluated == {("ticket-triage", "val", "12"), ("ticket-triage", "test", "12"),
-                         ("sales-analysis", "val", "10"), ("sales-analysis", "test", "6")}
+                         ("sales-analysis", "val", "10"), ("sales-analysis", "test", "6"),
+                         ("release-notes", "val", "12"), ("release-notes", "test", "12")}
+    # the trigger suite's row says how often the skill was used: never, with the vague description
+    assert re.search(r"^release-notes\s+val\s+12\s+0\.500.*0/12 \(0%\)", chat, re.M), chat
+    # trained from poor to good recall without losing precision, then a gate that fails the vague one again
+    assert re.search(r"^triggering on val: recall 0/6 \(0%\) → [56]/6 .*precision — → (\d)/\1 ", description, re.M), description
+    assert re.search(r"^release-notes\s+modified\s+1\.000\s+0\.500.*regressed \(fails\)$", gate, re.M), gate
+    assert "6 fewer requests the skill is for use it" in gate
     assert "ticket-triage   val      12       0.458" in chat and "sales-analysis  val      10       0.200" in chat
     # each decision in one line: confirmed edits pass a non-inferiority check, the rest must win
     assert re.search(r": accepted — [+-]\d", chat) and "edits confirmed in screening; non-inferiority" in chat
@@ -280,7 +290,7 @@ def test_demo_runs_offline():
         assert current == baseline and trained > current and val.rstrip().endswith("improved")
     # the tools example's training accepts edits too: rules learned from the scorer's feedback
     assert re.search(r"^   e\d-s\d\d: accepted — [+-]\d", tools, re.M)
-    assert "calls to the simulated models, all through the real OpenAI SDK" in tools
+    assert "calls to the simulated models, all through the real OpenAI SDK" in gate
     # Every gated step says the paired delta over the validation tasks and the rule that decided.
     for part in (chat, tools):
         for line in re.findall(r"^   e\d-(?:s\d\d|slow): (?:accepted|rejected) — .*$", part, re.M):

@@ -212,10 +212,11 @@ def test_init_scaffolds_and_refuses_to_overwrite(tmp_path):
     assert res.code == 0
     for rel in ("skillopt.yml", "skills/ticket-triage/SKILL.md", "eval_suites/ticket-triage/suite.yaml",
                 "skills/sales-analysis/SKILL.md", "eval_suites/sales-analysis/suite.yaml",
-                "eval_suites/sales-analysis/data/rates.csv", ".github/workflows/skillopt.yml"):
+                "eval_suites/sales-analysis/data/rates.csv", "skills/release-notes/SKILL.md",
+                "eval_suites/release-notes/siblings/commit-messages/SKILL.md", ".github/workflows/skillopt.yml"):
         assert (tmp_path / rel).is_file(), rel
     validated = run_cli("validate", cwd=tmp_path)
-    assert validated.code == 0 and "2 skill(s)" in validated.out, validated.err
+    assert validated.code == 0 and "3 skill(s)" in validated.out, validated.err
     before = (tmp_path / "skillopt.yml").read_text()
     (tmp_path / "skillopt.yml").write_text(before + "# mine\n")
     again = run_cli("init", str(tmp_path))

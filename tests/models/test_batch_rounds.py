@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
-from helpers.batch import FAST, KEYS, batch_project, journal, summary
+from helpers.batch import FAST, KEYS, batch_project, journal, results, summary
 from helpers.cli import run_cli
 from helpers.project import use_llm_judge
+from skillopt_ci.core.description import with_description
+from skillopt_ci.sim.sim_models import SimulatedModels
 
 WORLD = '''
 class Counter:
@@ -88,3 +91,31 @@ def test_an_llm_judge_gets_its_own_batch_after_the_targets(tmp_path, server):
         ("submitted", "target"), ("collected", None), ("submitted", "judge"), ("collected", None)]
     s = summary(run)
     assert s["scorer_input_tokens"] > 0 and s["pricing"] == "batch" and s["n_results"] == 12
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_trigger_suite_through_the_catalogue_batches_in_rounds_and_matches_a_direct_run(tmp_path, server, provider):
+    """The bundled release-notes trigger suite with a description that names its requests: the
+    first turns of all 12 requests go in one batch, the second turns (after the Skill tool
+    returned the body) of those that loaded a skill in the next; consults and the trigger counts
+    are those of the same suite run call by call."""
+    server.policy = SimulatedModels()
+    project = batch_project(tmp_path / "proj", server, provider)
+    skill = project / "skills/release-notes/SKILL.md"
+    skill.write_text(with_description(skill.read_text(), "Write release notes. Use when the request is about "
+                                                         "release notes, a changelog or a version's upgrade steps."))
+    runs = {}
+    for mode in ("batch", "direct"):
+        runs[mode] = tmp_path / mode
+        res = run_cli("eval", "skills/release-notes/SKILL.md", "--suite", "eval_suites/release-notes", "--out",
+                      str(runs[mode]), *(["--batch"] if mode == "batch" else []), "--cache", "off", "--quiet",
+                      cwd=project, env=KEYS)
+        assert res.code == 0, res.err
+        if mode == "batch":
+            sizes = [len(b.lines) for b in server.batches.batches.values()]
+    direct, batched = summary(runs["direct"]), summary(runs["batch"])
+    assert batched["trigger"] == direct["trigger"] and direct["trigger"]["tp"] >= 5
+    # every consult is a second turn; a near-miss that loaded a sibling is one too
+    assert sizes[0] == 12 and len(sizes) == 2 and direct["trigger"]["tp"] <= sizes[1] < 12
+    assert {k: r["consult"] for k, r in results(runs["batch"]).items()} == \
+        {k: r["consult"] for k, r in results(runs["direct"]).items()}

@@ -18,7 +18,7 @@ from helpers.paths import REPO
 
 SIM_SHIPPED = sorted([
     "__init__.py", "analyst.py", "constrained.py", "optimizer_sim.py", "protocols.py", "ratelimit.py",
-    "reflection_prompt.py", "server.py", "sim_models.py", "skill_view.py", "triage.py", "wire_anthropic.py",
+    "reflection_prompt.py", "server.py", "sim_models.py", "skill_view.py", "triage.py", "trigger_sim.py", "wire_anthropic.py",
     "wire_batch.py", "wire_common.py", "wire_openai.py", "wire_stream.py",
 ])
 # One folder per benchmark; its demo fixture ships in it (the demo needs it).
@@ -66,11 +66,12 @@ def test_the_wheel_ships_package_data_and_no_fake_github(tmp_path):
     assert {"config.schema.json", "suite.schema.json", "result.schema.json", "summary.schema.json",
             "gate.schema.json", "train_summary.schema.json", "proposal.schema.json"} <= schemas
     prompts = {Path(n).name for n in names if n.startswith("skillopt_ci/prompts/") and n.endswith(".md")}
-    assert {"judge.md", "reflect_failures.md", "slow_update.md"} <= prompts
+    assert {"judge.md", "reflect_failures.md", "reflect_triggers.md", "slow_update.md"} <= prompts
     for data in ("skillopt_ci/inputs/example/skillopt.yml", "skillopt_ci/inputs/example/workflow.yml",
                  "skillopt_ci/inputs/example/skills/ticket-triage/SKILL.md",
                  "skillopt_ci/inputs/example/eval_suites/ticket-triage/suite.yaml",
                  "skillopt_ci/inputs/example/eval_suites/ticket-triage/val.jsonl",
                  "skillopt_ci/inputs/example/eval_suites/sales-analysis/data/rates.csv",
+                 "skillopt_ci/inputs/example/eval_suites/release-notes/siblings/readme-writer/SKILL.md",
                  "skillopt_ci/viewer/static/app.js", "skillopt_ci/viewer/static/app.css"):
         assert data in names, data

@@ -209,7 +209,13 @@ def _from_v1(entry: Any) -> Any:
 
 
 def describe_edit(edit: Edit) -> str:
-    """One line for a prompt: the operation, its anchor and its text, shortened."""
+    """One line for a prompt: the operation, its anchor and its text, shortened (a description
+    edit says so first)."""
+    line = _describe(edit)
+    return line if edit.part == "body" else f"in the {edit.part}: {line}"
+
+
+def _describe(edit: Edit) -> str:
     if edit.op == "append":
         return f'append "{_clip(edit.text)}"'
     if edit.op == "delete":

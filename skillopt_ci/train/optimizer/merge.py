@@ -26,9 +26,9 @@ _CONSUMING = ("replace", "delete")
 
 
 def merge_proposals(proposals: Sequence[Proposal]) -> list[Edit]:
-    folded: dict[tuple[str, str, str], Edit] = {}
-    rationales: dict[tuple[str, str, str], list[str]] = {}
-    first_seen: dict[tuple[str, str, str], int] = {}
+    folded: dict[tuple[str, ...], Edit] = {}
+    rationales: dict[tuple[str, ...], list[str]] = {}
+    first_seen: dict[tuple[str, ...], int] = {}
     for proposal in proposals:
         for edit in proposal.edits:
             key = edit.key()
@@ -50,14 +50,14 @@ def merge_proposals(proposals: Sequence[Proposal]) -> list[Edit]:
 
 
 def _resolve_conflicts(
-    merged: dict[tuple[str, str, str], Edit], first_seen: dict[tuple[str, str, str], int]
-) -> list[tuple[str, str, str]]:
-    by_anchor: dict[str, list[tuple[str, str, str]]] = {}
+    merged: dict[tuple[str, ...], Edit], first_seen: dict[tuple[str, ...], int]
+) -> list[tuple[str, ...]]:
+    by_anchor: dict[tuple[str, str], list[tuple[str, ...]]] = {}
     for key in merged:
-        anchor = key[1]
+        anchor = key[1]  # (op, anchor, text[, part]): see Edit.key
         if anchor:
-            by_anchor.setdefault(anchor, []).append(key)
-    dropped: set[tuple[str, str, str]] = set()
+            by_anchor.setdefault((merged[key].part, anchor), []).append(key)
+    dropped: set[tuple[str, ...]] = set()
     for keys in by_anchor.values():
         if len(keys) > 1 and any(merged[k].op in _CONSUMING for k in keys):
             best = min(keys, key=lambda k: (-merged[k].support, first_seen[k]))

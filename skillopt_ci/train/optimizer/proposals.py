@@ -93,7 +93,7 @@ def extract_json_object(text: str) -> dict[str, Any]:
     raise ProposalError("no JSON object found in the reply")
 
 
-def read_proposal(text: str, max_edits: int, *, source: str = "failure") -> ParsedProposal:
+def read_proposal(text: str, max_edits: int, *, source: str = "failure", part: str = "body") -> ParsedProposal:
     """Validate a reply against the proposal schema and build its edits (``support`` 1,
     ``source`` as given). Edits beyond ``max_edits`` are dropped, in order; that is not an
     error. ``anchor`` is kept exactly as written (it must match the skill byte for byte)."""
@@ -111,6 +111,7 @@ def read_proposal(text: str, max_edits: int, *, source: str = "failure") -> Pars
             rationale=item["rationale"].strip(),
             support=1,
             source=source,
+            part=part,
         )
         for item in keep
     )
