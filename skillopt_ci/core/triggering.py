@@ -78,6 +78,13 @@ def _right_rates(results: Sequence[TaskResult]) -> dict[str, tuple[bool, float]]
     return {t: (wanted[t], fmean(v)) for t, v in seen.items()}
 
 
+def trigger_means(results: Sequence[TaskResult], task_ids: Sequence[str]) -> dict[str, float]:
+    """Per trigger task of ``task_ids`` with a finished rollout: the share of its rollouts that
+    used the skill exactly when they should (what a description edit is screened on)."""
+    rates = _right_rates(results)
+    return {t: rates[t][1] for t in task_ids if t in rates}
+
+
 def compare_triggering(base: Sequence[TaskResult], head: Sequence[TaskResult]) -> TriggerChange | None:
     """The comparison, or ``None`` when no trigger task was measured on both sides."""
     before, after = _right_rates(base), _right_rates(head)

@@ -8,7 +8,7 @@ should have, or left it alone and should have; else 0, with feedback the optimiz
 A task with ``should_trigger: false`` is always scored this way, whatever the suite's scorer (its
 work is not the skill's business); a task with ``should_trigger: true`` is scored by the suite's
 scorer, so one task can test both the triggering and the work. Only environments that record
-consults (``codex``, ``claude-code``) can run trigger tasks; any other is a suite error.
+consults (``catalogue``, ``codex``, ``claude-code``) can run trigger tasks; any other is a suite error.
 """
 
 from __future__ import annotations

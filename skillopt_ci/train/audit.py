@@ -146,9 +146,12 @@ def evidence_of(record: StepRecord, fixed: Callable[[int, tuple[str, ...]], tupl
 def pick(evidence: Sequence[EditEvidence], text: str, caps: EditCaps, limit: int = MAX_AUDITS) -> list[int]:
     """Indices into ``evidence`` of the rules to audit against ``text``: those still in it and not
     re-confirmed by an earlier audit, audited fewest times first, then newest first; at most
-    ``limit``."""
-    live = [i for i, e in enumerate(evidence)
-            if e.removed_by is None and not e.reconfirmed and without(text, e.edit, caps) is not None]
+    ``limit``. In a run that trains the body and the description together, a description edit is
+    not audited: its evidence is whether the skill was used, which this re-test by score cannot
+    see while the body may not yet do the work (a description-only run scores triggering alone)."""
+    both = "body" in caps.parts and "description" in caps.parts
+    live = [i for i, e in enumerate(evidence) if e.removed_by is None and not e.reconfirmed
+            and not (both and e.edit.part == "description") and without(text, e.edit, caps) is not None]
     return sorted(live, key=lambda i: (evidence[i].audits, -i))[:limit]
 
 

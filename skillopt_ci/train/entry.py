@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from skillopt_ci.core.description import description_of
@@ -102,8 +103,8 @@ def prepare(config: Config, request: TrainRequest) -> tuple[SkillEntry, Skill, S
 
 
 def description_suite(skill: Skill, suite: Suite, target: str) -> Suite:
-    """The suite a description is trained on: its trigger tasks (``should_trigger``) alone for
-    ``target: description``, all of it for ``both``. Raises :class:`InputError` when the skill
+    """The suite a description is trained on: its trigger tasks (``should_trigger``) alone, all
+    scored by the ``trigger`` scorer, for ``target: description``; all of it for ``both``. Raises :class:`InputError` when the skill
     has no description to train or a split has no trigger task."""
     if description_of(skill.text) is None:
         raise InputError(f"train --target {target} edits the front matter's description, and this skill has none",
@@ -115,8 +116,10 @@ def description_suite(skill: Skill, suite: Suite, target: str) -> Suite:
                              hint='give tasks "should_trigger": true (requests the skill is for) or false (near-misses)')
     if target != "description":
         return suite
-    return replace(suite, splits={name: tuple(t for t in tasks if t.should_trigger is not None)
-                                  for name, tasks in suite.splits.items()})
+    # what a description decides is whether the skill is used: every task is scored on that alone
+    return replace(suite, scorer=MappingProxyType({"type": "trigger"}),
+                   splits={name: tuple(t for t in tasks if t.should_trigger is not None)
+                           for name, tasks in suite.splits.items()})
 
 
 def manifest(config: Config, skill: Skill, suite: Suite, policy: TrainPolicy) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from skillopt_ci.core.edits import Edit, EditCaps, EditOutcome
 from skillopt_ci.core.records import TaskResult
 from skillopt_ci.core.task import Task
+from skillopt_ci.core.triggering import trigger_means
 from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.history import Rollout, StageSpend
@@ -36,6 +37,7 @@ class Proposed:
     marks: tuple[StageSpend, ...]  # meter readings: before the rollout, after it, after reflection
     scores: tuple[tuple[str, float], ...] = ()  # the incumbent's rollout score per measured task
     successes: tuple[str, ...] = ()  # the rollout's passed tasks, in batch order
+    trigger_scores: tuple[tuple[str, float], ...] = ()  # per trigger task: used the skill exactly when it should
 
     def sources(self, edit: Edit) -> tuple[str, ...]:
         """The rollout failures ``edit`` was proposed for: the tasks of the failure reflections
@@ -82,7 +84,8 @@ class EditProposer:
                         tuple(merged), tuple(selected), tuple(outcomes),
                         text if any(o.applied for o in outcomes) else None, (before, after_rollout, after_reflect),
                         tuple((r.task_id, float(r.score)) for r in rollout.results if r.ok and r.score is not None),
-                        tuple(r.task_id for r in rollout.results if r.ok and r.passed))
+                        tuple(r.task_id for r in rollout.results if r.ok and r.passed),
+                        tuple(trigger_means(rollout.results, [t.id for t in batch]).items()))
 
 
 def _failures(results: Sequence[TaskResult]) -> list[str]:

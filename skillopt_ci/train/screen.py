@@ -82,9 +82,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillopt_ci.core.credit import means
-from skillopt_ci.core.edits import Edit, EditCaps, apply_edits, is_deletion
+from skillopt_ci.core.edits import DESCRIPTION, Edit, EditCaps, apply_edits, is_deletion
 from skillopt_ci.core.sequential import fresh_offset
 from skillopt_ci.core.signtest import CONFIRM, CONTINUE, Sprt, sign_test
+from skillopt_ci.core.triggering import trigger_means
 from skillopt_ci.engine.rundir import RunDir
 from skillopt_ci.train.evaluate import StageEvaluator
 from skillopt_ci.train.history import ScreenedEdit, ScreenNote
@@ -101,7 +102,7 @@ CONFIRM_WIDTH = 3  # fixed tasks run side by side per round (more: fewer rounds,
 BREAK_ROUNDS = 2  # paired rounds on the successes at most (the second only after a net loss)
 BREAK_MIN = 2  # net paired losses on the successes below which an edit is never dropped for breakage
 
-Runner = Callable[..., dict[str, float]]  # (skill text, task ids, label[, sample offset]) -> score per task
+Runner = Callable[..., dict[str, float]]  # (skill text, task ids, label[, sample offset[, trigger]]) -> per task
 Allowance = Callable[[], "float | None"]  # rollouts screening may still run (``None``: no budget)
 
 
@@ -194,12 +195,13 @@ class Screener:
         applied = tuple(proposed.applied)
         text = proposed.candidate_text or incumbent_text
 
-        def run(candidate: str, tasks: Sequence[str], label: str, at: int = offset) -> dict[str, float]:
+        def run(candidate: str, tasks: Sequence[str], label: str, at: int = offset,
+                trigger: bool = False) -> dict[str, float]:
             wanted = set(tasks)
             chosen = tuple(t for t in self.evaluator.suite.tasks("train") if t.id in wanted)
             outcome = self.evaluator.evaluate(candidate, "train", f"steps/{step_id}/screen/{label}",
                                               sample_offset=at, tasks=chosen, label=f"{step_id} screen {label}")
-            return means(outcome.results, list(tasks))
+            return (trigger_means if trigger else means)(outcome.results, list(tasks))
 
         if not failures:
             return Screening(text, applied, ScreenNote(failures, successes, offset, None, None, (), True,
@@ -244,9 +246,10 @@ class Screener:
                                                        f"confirmed alone{more}"))
 
     def _confirm(self, step_id: str, index: int, text: str, fixed: Sequence[str], reserve: int,
-                 run: Runner, control: Controls, test: Sprt) -> tuple[str, int, int, int]:
+                 run: Runner, control: Controls, test: Sprt, trigger: bool = False) -> tuple[str, int, int, int]:
         """The sequential test on discordant pairs over the first :data:`CONFIRM_WIDTH` tasks the
-        edit fixed, round by round: (verdict, wins, losses, rounds run)."""
+        edit fixed, round by round: (verdict, wins, losses, rounds run); ``trigger``: on whether
+        the skill was used exactly when it should be (a description edit), not on the score."""
         net = dict.fromkeys(fixed, 0)  # per fixed task: its discordant wins minus losses so far
         wins = losses = rounds = paired = 0
         verdict = CONTINUE
@@ -261,8 +264,8 @@ class Screener:
                 break
             rounds += 1
             at = fresh_offset(step_id, "confirm", rounds)  # one index per round: edits share the control
-            again = run(text, tasks, confirm_label(index, "confirm", rounds), at)
-            versus = control(tasks, confirm_label(index, "control", rounds), at)
+            again = run(text, tasks, confirm_label(index, "confirm", rounds), at, trigger)
+            versus = control(tasks, confirm_label(index, "control", rounds), at, trigger)
             for t in tasks:
                 paired += t in again and t in versus
                 if t not in again or t not in versus or again[t] == versus[t]:
@@ -303,11 +306,15 @@ class Screener:
         if not self.affords(len(sources) + 2 * min(len(sources), CONFIRM_WIDTH) + reserve):
             return ScreenedEdit(edit, proposed_for, 0, 0, False, "screened out: the target-call budget left too "
                                                                  "few calls to screen it (not measured)")
-        after = run(text, sources, f"edit-{index}")
+        # A description edit fixes a trigger mistake when the skill is then used exactly when it should be,
+        # whatever the work scored (train.target both: the body may not do the work yet).
+        trigger = edit.part == DESCRIPTION
+        before = dict(proposed.trigger_scores) if trigger else before
+        after = run(text, sources, f"edit-{index}", trigger=trigger)
         fixed = [t for t in sources if t in after and t in before and after[t] > before[t]]
         runs = ""
         if not fixed and len(proposed_for) == 1:  # one sample of one failure: a real fix misses it 1 time in 10
-            after = run(text, sources, f"edit-{index}-again", fresh_offset(step_id, f"alone-{index}", 2))
+            after = run(text, sources, f"edit-{index}-again", fresh_offset(step_id, f"alone-{index}", 2), trigger)
             fixed, runs = [t for t in sources if t in after and t in before and after[t] > before[t]], " in two runs"
         if fixed:
             return Alone(index, edit, proposed_for, text, tuple(fixed), of)
@@ -320,7 +327,8 @@ class Screener:
                 control: Controls, test: Sprt) -> ScreenedEdit:
         """An edit that fixed failures alone, confirmed against the incumbent, then its breakage."""
         index, edit, proposed_for, text, fixed = alone.index, alone.edit, alone.proposed_for, alone.text, alone.fixed
-        verdict, wins, losses, rounds = self._confirm(step_id, index, text, fixed, reserve, run, control, test)
+        verdict, wins, losses, rounds = self._confirm(step_id, index, text, fixed, reserve, run, control, test,
+                                                      edit.part == DESCRIPTION)
         done = (f"alone it fixed {len(fixed)} of {alone.of} and beat the incumbent in {wins} of {wins + losses} "
                 "discordant paired re-runs")
         if verdict != CONFIRM:
@@ -366,11 +374,11 @@ class Controls:
 
     run: Runner
     text: str
-    known: dict[tuple[int, str], float] = field(default_factory=dict)
+    known: dict[tuple[int, str, bool], float] = field(default_factory=dict)
 
-    def __call__(self, tasks: Sequence[str], label: str, at: int) -> dict[str, float]:
-        missing = [t for t in tasks if (at, t) not in self.known]
+    def __call__(self, tasks: Sequence[str], label: str, at: int, trigger: bool = False) -> dict[str, float]:
+        missing = [t for t in tasks if (at, t, trigger) not in self.known]
         if missing:
-            got = self.run(self.text, missing, label, at)
-            self.known.update({(at, t): got[t] for t in missing if t in got})
-        return {t: self.known[(at, t)] for t in tasks if (at, t) in self.known}
+            got = self.run(self.text, missing, label, at, trigger)
+            self.known.update({(at, t, trigger): got[t] for t in missing if t in got})
+        return {t: self.known[(at, t, trigger)] for t in tasks if (at, t, trigger) in self.known}

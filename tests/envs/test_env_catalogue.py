@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.agents import apply_rules, claude_skills
+from helpers.agents import catalogue_agent
 from helpers.cli import run_cli
 from helpers.tools_env import KEYS, PROTOCOLS
 from skillopt_ci.sim import ScriptedModelServer
-from skillopt_ci.sim.protocols import ScriptedReply, ScriptedRequest, ScriptedToolCall
 
 SHOUT = ("---\nname: shout\ndescription: Write answers the way the team wants them. Use whenever a request "
          "asks for answer.txt.\n---\n# Shout\n\nWrite the answer in upper case.\nEnd with an exclamation mark.\n")
@@ -25,22 +24,6 @@ TASKS = [
     {"id": "v3", "input": "What time is it in Lisbon? answer: noon", "should_trigger": False},
     {"id": "v4", "input": "Write a welcome message for new visitors. answer: hi", "should_trigger": False},
 ]
-
-
-def catalogue_agent(request: ScriptedRequest) -> ScriptedReply | str:
-    """A model that loads a listed skill when a word of the request (answer.txt, welcome) is in
-    its description, then answers the task's answer transformed by what the skill body says."""
-    asked = next(m["content"] for m in request.messages if m["role"] == "user")
-    answer = asked.split("answer:", 1)[1].strip()
-    loaded = [m["content"] for m in request.messages if m["role"] == "tool"]
-    if loaded or not any(t["name"] == "Skill" for t in request.tools):
-        return apply_rules(answer, "\n".join(loaded))
-    listing = request.system
-    for name in claude_skills(listing):
-        description = listing.split(f"- {name}: ", 1)[1].split("\n", 1)[0].lower()
-        if any(word in asked.lower() and word in description for word in ("answer.txt", "welcome")):
-            return ScriptedReply(tool_calls=(ScriptedToolCall("Skill", {"skill": name}),))
-    return answer
 
 
 def project(root: Path, target: dict) -> Path:

@@ -219,3 +219,19 @@ def play(request: ScriptedRequest) -> ScriptedReply | str:
     """The default :class:`AgentScript`, as a plain function for
     ``python -m skillopt_ci.sim.server --policy helpers.agents:play``."""
     return _DEFAULT(request)
+
+
+def catalogue_agent(request: ScriptedRequest) -> ScriptedReply | str:
+    """A model that loads a listed skill when a word of the request (answer.txt, welcome) is in
+    its description, then answers the task's answer transformed by what the skill body says."""
+    asked = next(m["content"] for m in request.messages if m["role"] == "user")
+    answer = asked.split("answer:", 1)[1].strip()
+    loaded = [m["content"] for m in request.messages if m["role"] == "tool"]
+    if loaded or not any(t["name"] == "Skill" for t in request.tools):
+        return apply_rules(answer, "\n".join(loaded))
+    listing = request.system
+    for name in claude_skills(listing):
+        description = listing.split(f"- {name}: ", 1)[1].split("\n", 1)[0].lower()
+        if any(word in asked.lower() and word in description for word in ("answer.txt", "welcome")):
+            return ScriptedReply(tool_calls=(ScriptedToolCall("Skill", {"skill": name}),))
+    return answer

@@ -221,7 +221,7 @@ def test_screening_keeps_a_deletion_that_fixes_nothing_alone_for_validation_and_
     screener = Screener(None, EditCaps(), candidate=False, alone=True)  # type: ignore[arg-type]  # runs are faked
     proposed = SimpleNamespace(sources=lambda edit: ("t1", "t2"), successes=(),
                                rollout=SimpleNamespace(failures=("t1", "t2")))
-    unchanged = lambda text, tasks, label, at=0: dict.fromkeys(tasks, 0.0)  # noqa: E731  # nothing is fixed
+    unchanged = lambda text, tasks, label, at=0, trigger=False: dict.fromkeys(tasks, 0.0)  # noqa: E731  # nothing is fixed
     deletion = Edit("delete", anchor=USELESS)
     before = {"t1": 0.0, "t2": 0.0}
     kept = screener._alone("e0-s00", PLANTED, 0, deletion, proposed, before, unchanged)

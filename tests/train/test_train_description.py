@@ -116,3 +116,79 @@ def test_what_a_description_run_needs_is_checked_before_any_call(tmp_path, sim, 
     res = train_description(project, tmp_path / "run")
     assert res.code == 2 and message in res.err, res.err
     assert sim.call_count == 0 and not (tmp_path / "run").exists()
+
+
+VAGUE = "---\nname: shout\ndescription: Helps with text.\n---\n# Shout\n\nWrite the answer.\n"
+BOTH_TASKS = [("Write answer.txt for me. answer: good morning", "GOOD MORNING!", True),
+              ("Please put it in answer.txt. answer: ship it", "SHIP IT!", True),
+              ("Fill answer.txt in. answer: well done", "WELL DONE!", True),
+              ("What time is it in Lisbon? answer: noon", None, False),
+              ("Say something nice. answer: hi", None, False)]
+TRIGGER_EDIT = "Use whenever a request asks for answer.txt."
+BODY_RULES = ("Write the answer in upper case.", "End with an exclamation mark.")
+
+
+def scripted_optimizer(request):
+    """Answers a trigger reflection with the description sentence the agent matches on, and a
+    failure reflection with the body rules the skill lacks; nothing else."""
+    prompt = next(m["content"] for m in request.messages if m["role"] == "user")
+    edits = []
+    if prompt.startswith("# Skill optimization: reflect on triggering") and "answer.txt" not in prompt.split(
+            "## Current description", 1)[1].split("##", 1)[0]:
+        edits = [{"op": "append", "text": TRIGGER_EDIT, "rationale": "the requests name answer.txt"}]
+    elif prompt.startswith("# Skill optimization: reflect on failures"):
+        edits = [{"op": "append", "text": rule, "rationale": "the output breaks it"} for rule in BODY_RULES
+                 if rule not in prompt]
+    return "```json\n" + json.dumps({"analysis": "scripted", "edits": edits}) + "\n```"
+
+
+def both_project(root, base_url):
+    suite = root / "eval_suites/shout"
+    suite.mkdir(parents=True)
+    (suite / "suite.yaml").write_text(yaml.safe_dump({
+        "name": "shout", "prompt": "{{ input }}", "scorer": {"type": "exact"},
+        "environment": {"type": "catalogue", "max_turns": 3}}))
+    for split in ("train", "val"):
+        (suite / f"{split}.jsonl").write_text("".join(
+            json.dumps({"id": f"{split}{i}", "input": text, "should_trigger": want,
+                        **({"expected": expected} if expected else {})}) + "\n"
+            for i, (text, expected, want) in enumerate(BOTH_TASKS)))
+    (root / "skills/shout").mkdir(parents=True)
+    (root / "skills/shout/SKILL.md").write_text(VAGUE)
+    model = {"provider": "openai-compatible", "base_url": base_url, "max_retries": 0}
+    (root / "skillopt.yml").write_text(yaml.safe_dump({
+        "version": 1, "models": {"target": {**model, "model": "agent"}, "optimizer": {**model, "model": "opt"}},
+        "skills": [{"path": "skills/shout/SKILL.md", "suite": "eval_suites/shout"}],
+        "train": {"target": "both", "epochs": 3, "batch_size": 5, "slow_update": False, "meta_skill": False},
+        "cache": {"mode": "off"}}))
+    return root
+
+
+def test_target_both_edits_the_description_for_trigger_misses_and_the_body_for_the_work(tmp_path):
+    """The agent never loads a skill described as "Helps with text.", so the requests it is for
+    are trigger misses (a description edit); once it loads the skill, the answers break rules the
+    body lacks (body edits). ``target: both`` in skillopt.yml makes both."""
+    from helpers.agents import catalogue_agent
+
+    def policy(request):
+        return scripted_optimizer(request) if request.model == "opt" else catalogue_agent(request)
+
+    with ScriptedModelServer(policy) as server:
+        root = both_project(tmp_path / "p", server.openai_base_url)
+        run = tmp_path / "run"
+        res = run_cli("train", "--skill", "shout", "--out", str(run), "--quiet", cwd=root,
+                      env={"OPENAI_API_KEY": "sk-test"})
+    assert res.code == 0, res.err
+    s = summary_of(run)
+    assert s["target"] == "both" and s["val"]["current"] == 0.4 and s["val"]["trained"] == 1.0
+    best = (run / "best_skill.md").read_text()
+    assert description_of(best) == f"Helps with text. {TRIGGER_EDIT}"
+    # the exact scorer ignores case, so the exclamation mark is the rule the work needed; the upper-case
+    # rule fixed nothing alone and was screened out
+    assert "End with an exclamation mark." in parse_skill(best).body and parse_skill(best).name == "shout"
+    parts = {(e["edit"]["text"], e["edit"].get("part", "body")) for e in s["accepted_edits"]}
+    assert parts == {(TRIGGER_EDIT, "description"), ("End with an exclamation mark.", "body")}
+    # the description edit came first: it was screened on triggering, while the body could not do the work yet
+    first = json.loads((run / "history.jsonl").read_text().splitlines()[0])
+    assert first["decision"] == "accepted" and {p["kind"] for p in first["proposals"]} == {"trigger", "success"}
+    assert s["trigger"]["val"]["trained"] == {"tp": 3, "fp": 0, "tn": 2, "fn": 0}

@@ -179,7 +179,7 @@ def test_screening_under_a_small_allowance_drops_edits_as_not_measured_and_stops
 
     ran: list[tuple[str, ...]] = []
 
-    def run(text, tasks, label, at=0):  # the edit passes every time, the incumbent fails every time
+    def run(text, tasks, label, at=0, trigger=False):  # the edit passes every time, the incumbent fails every time
         ran.append(tuple(tasks))
         return dict.fromkeys(tasks, 1.0 if "- Fix." in text else 0.0)
 
