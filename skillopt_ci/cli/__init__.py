@@ -34,7 +34,7 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
 
 
 # click lists the commands by name, so the order here does not change --help.
-for _command in (project.init, project.validate, evaluate.eval_cmd, gate.compare, gate.gate, gate.merge,
+for _command in (project.init, project.validate, project.review, evaluate.eval_cmd, gate.compare, gate.gate, gate.merge,
                  train.train, view.report, view.view, action.action, project.demo, agents.install_agents,
                  bench.bench, cache.cache_key):
     cli.add_command(_command)

@@ -52,6 +52,38 @@ def validate(state: State, strict: bool) -> None:
 
 
 @click.command()
+@click.option("--skill", "skills", multiple=True, help="Review only this configured skill (repeatable).")
+@click.option("--base", help="A git ref to compare sizes against (e.g. origin/main).")
+@click.pass_obj
+def review(state: State, skills: tuple[str, ...], base: str | None) -> None:
+    """Static review of the configured skills: no model, no key, nothing run. Exit 1 on an error finding."""
+    import os
+
+    from skillopt_ci.cli.common import load_project_config
+    from skillopt_ci.gate.git import Git
+    from skillopt_ci.gate.review import review_skills
+    from skillopt_ci.github.runner_files import command
+    from skillopt_ci.render.skill_review import finding_line
+
+    config = load_project_config(state)
+    unknown = [n for n in skills if config.skill(n) is None]
+    if unknown:
+        raise InputError(f"no configured skill named {unknown[0]!r}", where=config.file,
+                         hint="configured skills: " + (", ".join(e.name for e in config.skills) or "none"))
+    git = Git(config.root) if base else None
+    reviews = review_skills(config, git, base, skills)
+    in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
+    for r in reviews:
+        click.echo(f"{r.name}: {len(r.findings)} finding(s)")
+        for f in r.findings:
+            click.echo(f"  {finding_line(f)}")
+            if in_actions:  # an annotation on the line in the pull request's diff, with no token at all
+                command({"error": "error", "warning": "warning"}.get(f.level, "notice"), f.message, file=f.path,
+                        line=f.line, title=f"skillopt-ci review: {f.rule}")
+    sys.exit(1 if any(r.errors for r in reviews) else 0)
+
+
+@click.command()
 @click.option("--out", type=click.Path(path_type=Path), help="Where to keep the run directories (default: a temporary directory).")
 @click.option("--benchmark", help="Run a few fixture tasks of one of the method's benchmarks instead (e.g. searchqa).")
 @click.option("--skill", type=click.Path(path_type=Path, exists=True, dir_okay=False),

@@ -28,10 +28,11 @@ from typing import Any, TextIO
 from skillopt_ci.core.errors import SkilloptError
 from skillopt_ci.core.redact import SECRETS
 from skillopt_ci.github import sharded
-from skillopt_ci.github.context import FORK, Context, skip
+from skillopt_ci.github.context import Context
 from skillopt_ci.github.eval_flow import eval_flow
 from skillopt_ci.github.gate_flow import gate_flow
 from skillopt_ci.github.publisher import Publisher
+from skillopt_ci.github.review_flow import fork_review
 from skillopt_ci.github.runner_files import command, write_outputs
 from skillopt_ci.github.settings import ActionSettings, settings_from_env
 from skillopt_ci.render.markdown import escape_inline
@@ -64,8 +65,8 @@ def run_action(env: Mapping[str, str], *, out: TextIO | None = None,
         if settings.event_name == "issue_comment":  # a reviewer's /skillopt command (github/commands.py)
             from skillopt_ci.github.commands import command_flow
             code = command_flow(ctx)
-        elif _fork_pull_request(settings):  # never a fork's code, and no key, in any mode
-            code = skip(ctx, *FORK)
+        elif _fork_pull_request(settings):  # never a fork's code, and no key, in any mode: the free review only
+            code = fork_review(ctx)
         else:
             code = flows["merge" if settings.shards_path else settings.resolved_mode](ctx)
     except SkilloptError as exc:

@@ -18,15 +18,14 @@ from skillopt_ci.gate.report import render_gate
 from skillopt_ci.gate.run import run_gate
 from skillopt_ci.gate.verdict import GateReport
 from skillopt_ci.github.context import (
-    FORK,
     Context,
     _config,
     _trust_line,
     missing_key,
     shard_done,
-    skip,
 )
 from skillopt_ci.github.publisher import Annotation, Publisher, marker
+from skillopt_ci.github.review_flow import fork_review, static_review_flow
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.settings import PullRequest, shard_name
 from skillopt_ci.github.sticky import post_sticky
@@ -37,7 +36,7 @@ def gate_flow(ctx: Context) -> int:
     s = ctx.settings
     pr = s.gate_pull_request()
     if pr.fork and ctx.evaluated_head is None:  # only a command's trusted tree stands in for a fork's head
-        return skip(ctx, *FORK)
+        return fork_review(ctx)
     config = _config(ctx)
     git = Git(s.workspace)
     evaluated = ctx.evaluated_head or pr.head_sha
@@ -45,8 +44,8 @@ def gate_flow(ctx: Context) -> int:
     head_sha = pr.head_sha
     reason = missing_key(config, ("target", "judge")) if changes else None
     if reason:
-        return skip(ctx, "No model key", f"{reason}. Add the key as a repository secret and pass it to the "
-                    "step's env; nothing was evaluated.")
+        return static_review_flow(ctx, pr, "No model key", f"{reason}. Add the key as a repository secret and pass "
+                                  "it to the step's env for the paired evaluation; no model was called.")
     publisher = ctx.publisher_factory(s) if s.token and not s.shard else None  # a shard job posts nothing
     if changes and publisher and s.comment:
         names = ", ".join(code_span(c.name, 60) for c in changes)

@@ -10,7 +10,7 @@ from helpers.cli import run_cli
 from helpers.paths import GOLDEN
 
 HELP_GOLDEN = GOLDEN / "cli_help.txt"
-COMMANDS = ["", "action", "bench", "bench import", "bench run", "cache-key", "compare", "demo", "eval", "gate", "init", "install-agents", "merge", "report", "train", "validate", "view"]
+COMMANDS = ["", "action", "bench", "bench import", "bench run", "cache-key", "compare", "demo", "eval", "gate", "init", "install-agents", "merge", "report", "review", "train", "validate", "view"]
 
 
 def all_help() -> str:

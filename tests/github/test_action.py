@@ -127,7 +127,7 @@ def test_fork_pr_skips_paid_work_and_posts_nothing(tmp_path, fake, server):
     assert server.call_count == 0
     assert fake.writes() == [] and pr.comments() == []
     assert "Pull request from a fork" in pr.summary and "without secrets" in pr.summary
-    assert "::notice title=skillopt-ci skipped::Pull request from a fork" in res.out
+    assert "static review ✅" in pr.summary and "no findings" in pr.summary  # the free review, in the summary only
     assert pr.outputs()["verdict"] == "skipped"
 
 
@@ -141,14 +141,16 @@ def test_pr_touching_no_skill(tmp_path, fake, server):
     assert pr.outputs()["verdict"] == "skipped"
 
 
-def test_no_model_key_is_a_neutral_skip(tmp_path, fake, server):
+def test_no_model_key_is_a_neutral_skip_with_the_static_review(tmp_path, fake, server):
     text = (REPO / SKILL).read_text()
     pr = PR(tmp_path, fake, server, {SKILL: text.replace(BUG_RULE, "")},
             target={"provider": "openai", "model": "gpt-4o-mini"})
     res = pr.run()
     assert res.code == 0, res.err
-    assert server.call_count == 0 and fake.writes() == []
+    assert server.call_count == 0 and [w.path for w in fake.writes()] == ["/repos/octo/skills/issues/7/comments"]
     assert "No model key" in pr.summary and "OPENAI_API_KEY" in pr.summary
+    [comment] = pr.comments()  # the static review instead of the scores, and how to get them
+    assert "static review ✅" in comment["body"] and "OPENAI_API_KEY" in comment["body"]
 
 
 def test_missing_comment_permission_keeps_scores_in_the_summary(regressing, fake):
