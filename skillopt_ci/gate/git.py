@@ -47,10 +47,10 @@ class Git:
         self.root = root
 
     def _run(self, *args: str, check: bool = True, env: dict[str, str] | None = None,
-             timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+             timeout: float = 120, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         try:
             proc = subprocess.run(["git", *args], cwd=self.root, capture_output=True, timeout=timeout,
-                                  env={**os.environ, **env} if env else None)
+                                  env={**os.environ, **env} if env else None, input=stdin)
         except FileNotFoundError:
             raise RuntimeFailure("git is not installed or not on PATH") from None
         except subprocess.TimeoutExpired:
@@ -193,3 +193,27 @@ class Git:
                     self._run("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
             tree = self._run("write-tree", env=env).stdout.decode().strip()
             return self._run("commit-tree", tree, "-p", base, "-m", message, env=env).stdout.decode().strip()
+
+    def write_blob(self, data: bytes) -> str:
+        """Store ``data`` as a blob in the object database; its SHA."""
+        return self._run("hash-object", "-w", "--stdin", stdin=data).stdout.decode().strip()
+
+    def blob(self, ref: str, path: str) -> bytes | None:
+        """The bytes of ``path`` at ``ref`` exactly as committed, or None when it is not there."""
+        proc = self._run("cat-file", "blob", f"{ref}:{path}", check=False)
+        return proc.stdout if proc.returncode == 0 else None
+
+    def parents(self, sha: str) -> list[str]:
+        return self._run("rev-list", "--parents", "-n", "1", sha).stdout.decode().split()[1:]
+
+    def message(self, sha: str) -> str:
+        return self._run("log", "-1", "--format=%B", sha).stdout.decode("utf-8", "replace")
+
+    def push(self, remote: str, refspec: str) -> str | None:
+        """``git push`` of one refspec; None when it was pushed, else git's last line of why not
+        (a branch that moved is refused as not a fast-forward unless the refspec forces)."""
+        proc = self._run("push", "--quiet", "--porcelain", remote, refspec, check=False, timeout=300)
+        if proc.returncode == 0:
+            return None
+        said = (proc.stderr + proc.stdout).decode("utf-8", "replace").strip().splitlines()
+        return said[-1] if said else f"git push exited with {proc.returncode}"

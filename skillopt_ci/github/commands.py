@@ -1,5 +1,6 @@
 """Reviewer commands: a pull-request comment ``/skillopt eval [skill]``, ``/skillopt gate``,
-``/skillopt train [skill]`` or ``/skillopt help`` runs that mode on the pull request's head.
+``/skillopt train [skill]``, ``/skillopt apply`` or ``/skillopt help`` runs that mode on the pull
+request's head.
 
 The order of the checks is the contract (docs/security.md explains why):
 
@@ -23,8 +24,11 @@ The order of the checks is the contract (docs/security.md explains why):
    refused, comment again); then the head (this repository's branches) or the base commit with
    the fork's documents (a fork) is checked out, detached.
 7. The mode runs and answers in the sticky comment (gate: as on ``pull_request``; eval: scores
-   beside the default branch's last score, see :mod:`skillopt_ci.github.trend`; train: the
-   training pull request).
+   beside the default branch's last score, see :mod:`skillopt_ci.github.trend`; train: a review of
+   the pull request with the trained edits as suggestions, see
+   :mod:`skillopt_ci.github.suggest_flow`; apply: the stored trained skill committed to the branch
+   and the gate on the new head, see :mod:`skillopt_ci.github.apply_flow`). ``train`` and
+   ``apply`` are refused for forks.
 
 Outputs: ``verdict`` is ``ignored`` or ``refused`` for 1–5, else the mode's verdict.
 """
@@ -47,6 +51,7 @@ from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.trust import TrustedLayout, plan_untrusted, refusal_text, trusted_head
 from skillopt_ci.github import trend
+from skillopt_ci.github.apply_flow import APPLY_FORK
 from skillopt_ci.github.context import (
     Context,
     _config,
@@ -59,21 +64,22 @@ from skillopt_ci.github.publisher import Publisher, PublishError, marker
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.settings import PullRequest
 from skillopt_ci.github.sticky import post_sticky
-from skillopt_ci.github.train_flow import train_flow
 from skillopt_ci.inputs.config import Config, load_config
 from skillopt_ci.render.markdown import code_span, escape_inline
 from skillopt_ci.sandbox import policy
 
 PREFIX = "/skillopt"
-SUBCOMMANDS = ("eval", "gate", "train", "help")
+SUBCOMMANDS = ("eval", "gate", "train", "apply", "help")
 ALLOWED = ("admin", "write")  # the API's legacy permission: maintain is reported as write
 HELP = (
     "**skillopt-ci commands** — the first line of a pull-request comment:\n\n"
     "- `/skillopt eval [skill]` — evaluate this pull request's skills (all configured, or one) "
     "and show each beside the default branch's last score\n"
     "- `/skillopt gate` — run the gate: every changed skill, base against head\n"
-    "- `/skillopt train [skill]` — train from this pull request's skills and propose the result "
-    "in a training pull request (not for pull requests from forks)\n"
+    "- `/skillopt train [skill]` — train from this pull request's skills; what improves is posted as a "
+    "review whose suggestions you can accept line by line (not for pull requests from forks)\n"
+    "- `/skillopt apply` — commit the last trained skill of this pull request to its branch, exactly "
+    "as it was validated, and run the gate on the new head (not for pull requests from forks)\n"
     "- `/skillopt help` — this text\n\n"
     "Commands run for users with write, maintain or admin permission on the repository. On a pull "
     "request from a fork only the skill documents are used (text files of a configured skill, outside "
@@ -195,8 +201,8 @@ def _run_request(ctx: Context, publisher: Publisher, number: int, login: str, re
         return _refuse(ctx, number, login, f"#{number} is {pull.state}; commands run on open pull requests only.")
     git = Git(ctx.settings.workspace)
     if pr.fork:
-        if request.mode == "train":
-            return _refuse(ctx, number, login, TRAIN_FORK)
+        if request.mode in ("train", "apply"):
+            return _refuse(ctx, number, login, TRAIN_FORK if request.mode == "train" else APPLY_FORK)
         refusal = _check_out_documents(ctx, git, pr)
         if refusal:
             return _refuse(ctx, number, login, refusal)
@@ -206,13 +212,15 @@ def _run_request(ctx: Context, publisher: Publisher, number: int, login: str, re
     if request.skill is not None and config.skill(request.skill) is None:
         names = ", ".join(code_span(e.name, 60) for e in config.skills)
         return _usage(ctx, number, f"no configured skill named {code_span(request.skill, 60)} (configured: {names})")
-    ctx.settings = replace(ctx.settings, event={"pull_request": _event_pull(pull)},
+    ctx.settings = replace(ctx.settings, event={"pull_request": _event_pull(pr, pull.base.repo.full_name)},
                            skills=(request.skill,) if request.skill else ctx.settings.skills)
     command("notice", f"{PREFIX} {request.mode} by {login} on #{number} at {pr.head_sha[:7]}", stream=ctx.out,
             title="skillopt-ci command")
     if request.mode == "gate":
         return gate_flow(ctx)  # it answers a failure in the sticky comment itself
     try:
+        if request.mode == "apply":
+            return _apply(ctx, git, pr, login)
         return _train(ctx, publisher, pr) if request.mode == "train" else eval_command(ctx, publisher, config, pr)
     except SkilloptError as exc:  # no comment may stay at "evaluating…"
         if ctx.settings.comment:
@@ -276,13 +284,12 @@ def _pull_record(pull: Any) -> PullRequest:
                        fork=head_repo != pull.base.repo.full_name, head_repo=head_repo)
 
 
-def _event_pull(pull: Any) -> dict[str, Any]:
-    """The pull request as a ``pull_request`` event would carry it, from the API's answer."""
-    pr = _pull_record(pull)
+def _event_pull(pr: PullRequest, base_repo: str) -> dict[str, Any]:
+    """The pull request as a ``pull_request`` event would carry it."""
     return {"number": pr.number, "labels": [{"name": name} for name in pr.labels],
             "head": {"sha": pr.head_sha, "ref": pr.head_ref,
                      "repo": {"full_name": pr.head_repo} if pr.head_repo else None},
-            "base": {"sha": pr.base_sha, "ref": pr.base_ref, "repo": {"full_name": pull.base.repo.full_name}}}
+            "base": {"sha": pr.base_sha, "ref": pr.base_ref, "repo": {"full_name": base_repo}}}
 
 
 def fetch_pull_head(git: Git, number: int, head_sha: str) -> None:
@@ -341,12 +348,29 @@ def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullReq
 
 
 def _train(ctx: Context, publisher: Publisher, pr: PullRequest) -> int:
-    """``/skillopt train``: nightly training's flow on the head; the sticky comment links its result."""
-    code = train_flow(ctx)
-    numbers = ctx.outputs.get("pr-number", "")
-    line = (f"training improved the skill: pull request {', '.join('#' + n for n in numbers.split())}" if numbers
-            else f"training: {ctx.outputs.get('verdict', 'unchanged')}; no pull request")
-    if ctx.settings.comment:
-        run = f"\n\n[Workflow run]({ctx.settings.run_url})" if ctx.settings.run_url else ""
-        post_sticky(ctx, publisher, pr.number, f"{marker('train', pr.head_sha)}\n## skillopt-ci train\n\n{line}.{run}\n")
-    return code
+    """``/skillopt train``: training from the head, delivered as a review of this pull request."""
+    from skillopt_ci.github.suggest_flow import train_on_pull
+
+    return train_on_pull(ctx, publisher, pr)
+
+
+def _apply(ctx: Context, git: Git, pr: PullRequest, login: str) -> int:
+    """``/skillopt apply``: the stored trained skill onto the branch, then the gate on the new head."""
+    from skillopt_ci.github import apply_flow
+
+    stored = apply_flow.read_stored(git, pr.number)
+    if stored is None:
+        return _refuse(ctx, pr.number, login, f"no trained skill is waiting for #{pr.number}: comment "
+                       "`/skillopt train` first (a trained skill is kept until it is applied). Nothing was changed.")
+    why = apply_flow.stale_or_altered(git, _config(ctx), stored, pr) or apply_flow.apply_stored(git, stored, pr)
+    if why:
+        return _refuse(ctx, pr.number, login, why)
+    git.checkout_detached(stored.commit)
+    ctx.trust_note = apply_flow.applied_note(stored, login, ctx.settings.run_url)
+    base_repo = ctx.settings.event["pull_request"]["base"]["repo"]["full_name"]
+    ctx.settings = replace(ctx.settings, event={"pull_request": _event_pull(replace(pr, head_sha=stored.commit),
+                                                                             base_repo)})
+    ctx.outputs["applied-commit"] = stored.commit
+    command("notice", f"applied {stored.commit[:7]} to {pr.head_ref}; running the gate on it", stream=ctx.out,
+            title="skillopt-ci apply")
+    return gate_flow(ctx)

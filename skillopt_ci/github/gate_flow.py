@@ -115,7 +115,8 @@ def publish_gate(ctx: Context, report: GateReport, out: Path, pr: PullRequest, p
         if incomplete:
             conclusion, title = "failure", truncate(f"Incomplete: {incomplete}", 200)
         ctx.publish(lambda: publisher.check_run(pr.head_sha, conclusion=conclusion, title=title,
-                                                summary=render_gate(report, limit=65_535, run_url=s.run_url),
+                                                summary=render_gate(report, limit=60_000, run_url=s.run_url)
+                                                + _trust_line(ctx),
                                                 annotations=annotations, details_url=s.run_url))
     if incomplete or (report.failed and not report.overridden and s.fail):
         return EXIT_RUNTIME if incomplete else EXIT_FAILED

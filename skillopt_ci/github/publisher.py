@@ -251,3 +251,20 @@ class Publisher:
         """A plain (non-sticky) comment on the pull request; returns its URL."""
         issue = self._call("reading the pull request", self.repo.get_issue, number)
         return self._call("commenting on the pull request", issue.create_comment, body).html_url
+
+    # ---- trained edits as a review (/skillopt train on a pull request) ---------------------
+    def file_patch(self, number: int, path: str) -> str | None:
+        """The unified patch GitHub shows for ``path`` in the pull request (the lines a review
+        comment may sit on), or None when the file is not in its diff or has no patch."""
+        pull = self.pull_request(number)
+        files = self._call("listing the pull request's files", lambda: list(pull.get_files()))
+        return next((f.patch for f in files if f.filename == path), None)
+
+    @redact_args
+    def review(self, number: int, head_sha: str, body: str, comments: list[dict[str, Any]]) -> str:
+        """A review on ``head_sha`` that only comments (it neither approves nor requests changes),
+        with line ``comments`` (path, line, side, optional start_line, body); its URL."""
+        pull = self.pull_request(number)
+        commit = self._call("reading the head commit", self.repo.get_commit, head_sha)
+        return self._call("posting the review", pull.create_review, commit=commit, body=body, event="COMMENT",
+                          comments=comments).html_url

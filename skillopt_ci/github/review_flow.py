@@ -5,8 +5,10 @@ one without a model key. It replaces the bare "skipped" with what a reviewer can
   at any file of the runner); only the skill files it names are read from the head's checkout,
   as text, and a skill file that is a symbolic link, or lies outside the repository, is not read.
 - Every finding is a workflow-command annotation on its line (no token needed), the job summary
-  holds the review, and the sticky comment too when the token may write: a same-repository pull
-  request, or a fork's under ``pull_request_target``.
+  holds the review, and when the token may write (a same-repository pull request, or a fork's
+  under ``pull_request_target``) the sticky comment holds it too and the check run
+  ``skillopt-ci gate`` carries each finding as an annotation on its line, concluded ``neutral``
+  (a review without a measurement blocks no merge).
 - The comment ends with the line that says how to get the paid evaluation.
 """
 
@@ -20,7 +22,7 @@ from skillopt_ci.gate.changes import resolve_changes
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.review import review_skills
 from skillopt_ci.github.context import FORK, Context
-from skillopt_ci.github.publisher import marker
+from skillopt_ci.github.publisher import Annotation, marker
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.github.settings import PullRequest
 from skillopt_ci.github.sticky import post_sticky
@@ -29,6 +31,7 @@ from skillopt_ci.inputs.yamlfile import parse_yaml
 from skillopt_ci.render.skill_review import review_section
 
 LEVELS = {"error": "error", "warning": "warning", "notice": "notice"}
+CHECK_LEVELS = {"error": "failure", "warning": "warning", "notice": "notice"}  # a check run's annotation levels
 FORK_REVIEW = ("Fork pull requests run without secrets, so no model was called and nothing of the fork was run. "
                "A maintainer can run the paired evaluation with a `/skillopt eval` comment.")
 
@@ -69,6 +72,12 @@ def static_review_flow(ctx: Context, pr: PullRequest, why: str, paid: str) -> in
     if s.token and s.comment and changes and (not pr.fork or s.event_name == "pull_request_target"):
         publisher = ctx.publisher_factory(s)
         post_sticky(ctx, publisher, pr.number, f"{marker('gate', pr.head_sha)}\n{head}{section}")
+        annotations = [Annotation(f.path, f.message, f"skillopt-ci review: {f.rule}", CHECK_LEVELS.get(f.level, "notice"),
+                                  f.line or 1) for r in reviews for f in r.findings]
+        found = sum(len(r.findings) for r in reviews)
+        title = f"Static review: {found} finding{'s' if found != 1 else ''}, no model called"
+        ctx.publish(lambda: publisher.check_run(pr.head_sha, conclusion="neutral", title=title, summary=head + section,
+                                                annotations=annotations, details_url=s.run_url))
     ctx.outputs["verdict"] = "skipped"
     return EXIT_OK
 

@@ -23,7 +23,6 @@ from skillopt_ci.render.markdown import escape_inline
 def train_flow(ctx: Context) -> int:
     """Nightly training: train each configured skill (or the named ones); when the best skill
     beats the current one on validation and holds on test, open or update its pull request."""
-    from skillopt_ci.train.entry import TrainRequest, run_training
     from skillopt_ci.train.report import summary_table
 
     s = ctx.settings
@@ -38,14 +37,7 @@ def train_flow(ctx: Context) -> int:
     lost: list[str] = []  # the improved skills whose pull request could not be opened
     top = Git(s.workspace).top_level().resolve()
     for entry in entries:
-        command("group", f"Training {entry.name}", stream=ctx.out)
-        try:
-            outcome = run_training(config, TrainRequest(skill=entry.name),
-                                   log=lambda line: print(line, file=ctx.out, flush=True),
-                                   session_options=ctx.session_options)
-        finally:
-            command("endgroup", "", stream=ctx.out)
-        ctx.run_dirs.append(outcome.run_dir)
+        outcome = train_skill(ctx, config, entry.name)
         summary = outcome.summary
         line = "improved" if summary.improved else "no improvement: no pull request"
         if summary.improved:
@@ -63,6 +55,20 @@ def train_flow(ctx: Context) -> int:
                 "see the warning above for the permission to add", stream=ctx.out, title="skillopt-ci train")
         return EXIT_RUNTIME
     return EXIT_OK
+
+
+def train_skill(ctx: Context, config: Config, name: str) -> Any:
+    """One skill trained, its log in a collapsed group; its run directory joins the job's."""
+    from skillopt_ci.train.entry import TrainRequest, run_training
+
+    command("group", f"Training {name}", stream=ctx.out)
+    try:
+        outcome = run_training(config, TrainRequest(skill=name), log=lambda line: print(line, file=ctx.out, flush=True),
+                               session_options=ctx.session_options)
+    finally:
+        command("endgroup", "", stream=ctx.out)
+    ctx.run_dirs.append(outcome.run_dir)
+    return outcome
 
 
 def _deliver_training(ctx: Context, publisher: Publisher, config: Config, name: str, outcome: Any, top: Path,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
+from fakes import github_reviews as reviews
 from fakes.github_state import BOT, ApiError, RepoState, Urls, invalid, not_found
 from skillopt_ci.httpserve import LoopbackHandler, LoopbackService
 
@@ -372,6 +373,11 @@ class FakeGitHub(LoopbackService):
         with self._lock:
             return copy.deepcopy(self._state.pulls)
 
+    def reviews_on(self, number: int) -> list[dict[str, Any]]:
+        """The reviews posted on pull request ``number`` (with their line ``comments``), oldest first."""
+        with self._lock:
+            return copy.deepcopy([r for r in self._state.reviews if r["pull"] == number])
+
     def comments_on(self, number: int) -> list[dict[str, Any]]:
         """The issue comments of PR ``number`` as GitHub's JSON, oldest first."""
         with self._lock:
@@ -551,6 +557,11 @@ class FakeGitHub(LoopbackService):
             ("GET", f"/pulls/{n}/files", lambda num, **_: _Page(st.pull_files(st.pull(int(num))))),
             ("GET", f"/pulls/{n}/commits", self._pull_commits),
             (
+                "POST",
+                f"/pulls/{n}/reviews",
+                lambda num, body, **_: (200, reviews.create_review(st, int(num), body, self.actor)),
+            ),
+            (
                 "GET",
                 f"/collaborators/{seg}/permission",
                 lambda login, **_: st.permission_json(unquote(login)),
@@ -627,6 +638,8 @@ class FakeGitHub(LoopbackService):
                 ),
             ),
             ("POST", "/git/refs", lambda body, **_: (201, st.create_ref(body))),
+            # Not GitHub's API: what a push to the repository's git remote does (helpers/review_pr.py).
+            ("POST", "/_fake/push", lambda body, **_: (204, self._pushed(body))),
             ("PATCH", f"/git/refs/{rest}", lambda ref, body, **_: st.update_ref(ref, body)),
             ("DELETE", f"/git/refs/{rest}", lambda ref, **_: (204, st.delete_ref(ref))),
             ("POST", "/git/blobs", lambda body, **_: (201, st.create_blob(body))),
@@ -656,6 +669,15 @@ class FakeGitHub(LoopbackService):
             routes.append((verb, re.compile(f"^{full}$"), handler))
         # The repository's own routes must win over the generic /repos/{o}/{r}.
         return sorted(routes, key=lambda r: r[1].pattern.startswith("^/repos/"))
+
+    def _pushed(self, body: Any) -> None:
+        st = self._state
+        if set(body["sha"]) == {"0"}:
+            if body["ref"] in st.refs:
+                st.delete_ref(body["ref"].removeprefix("refs/"))
+            return
+        st.ensure_commit(body["sha"], parent=body["parent"])
+        st.set_ref(body["ref"], body["sha"])
 
     def _rate_limit_json(self, **_: Any) -> dict[str, Any]:
         core = {

@@ -129,6 +129,7 @@ class RepoState:
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     forks: set[str] = field(default_factory=set)
+    reviews: list[dict[str, Any]] = field(default_factory=list)  # fakes/github_reviews.py
     roles: dict[str, str] = field(default_factory=dict)  # login → admin | maintain | write | triage | read | none
     _ids: dict[str, int] = field(default_factory=dict)
 

@@ -147,7 +147,9 @@ def test_no_model_key_is_a_neutral_skip_with_the_static_review(tmp_path, fake, s
             target={"provider": "openai", "model": "gpt-4o-mini"})
     res = pr.run()
     assert res.code == 0, res.err
-    assert server.call_count == 0 and [w.path for w in fake.writes()] == ["/repos/octo/skills/issues/7/comments"]
+    assert server.call_count == 0 and [w.path for w in fake.writes()] == ["/repos/octo/skills/issues/7/comments",
+                                                                          "/repos/octo/skills/check-runs"]
+    assert fake.check_runs_for(pr.head_sha)[0]["conclusion"] == "neutral"  # no measurement: it blocks nothing
     assert "No model key" in pr.summary and "OPENAI_API_KEY" in pr.summary
     [comment] = pr.comments()  # the static review instead of the scores, and how to get them
     assert "static review ✅" in comment["body"] and "OPENAI_API_KEY" in comment["body"]

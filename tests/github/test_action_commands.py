@@ -216,10 +216,11 @@ def test_the_command_job_checks_out_the_default_branch_and_runs_nothing_after_th
     assert workflow["permissions"] == {}
     command_job = workflow["jobs"]["command"]
     assert command_job["if"].startswith("github.event.issue.pull_request")
-    assert command_job["permissions"] == {"contents": "read", "pull-requests": "write", "checks": "write"}
+    # contents: write for /skillopt train (stores the trained skill) and /skillopt apply (pushes it)
+    assert command_job["permissions"] == {"contents": "write", "pull-requests": "write", "checks": "write"}
     checkout, action = command_job["steps"]  # nothing after the Action: the workspace holds the PR's code
     assert checkout["uses"].startswith("actions/checkout@") and "ref" not in checkout.get("with", {})
-    assert checkout["with"].get("persist-credentials", True) is True
+    assert checkout["with"].get("persist-credentials", True) is True  # apply's push uses the checkout's token
     assert action["uses"] in ("./", "OWNER/skillopt-ci@v0")
     assert "github.event" not in json.dumps(action)  # event data reaches the Action only as a file
     assert workflow["jobs"]["skillopt"]["if"] == "github.event_name != 'issue_comment'"

@@ -8,16 +8,8 @@ from __future__ import annotations
 import pytest
 
 from helpers.action import PR
-from helpers.paths import REPO
-from helpers.repo import BUG_RULE, SKILL
-
-SEEDED = ("- See `references/escalation.md` for the escalation rules of every category.\n"
-          "- Always answer with the category first and the priority second.\n"
-          "- Never answer with the category first and the priority second.\n")
-
-
-def seeded_skill() -> str:
-    return (REPO / SKILL).read_text().replace(BUG_RULE, SEEDED) + "\n```text\nan example never closed\n"
+from helpers.repo import SKILL
+from helpers.review_pr import seeded_skill
 
 
 def line_of(text: str, needle: str) -> int:
@@ -49,6 +41,14 @@ def test_under_pull_request_target_the_fork_gets_the_review_as_the_sticky_commen
     assert "static review ❌" in comment["body"] and "missing-file" in comment["body"]
     assert "A maintainer can run the paired evaluation with a `/skillopt eval` comment" in comment["body"]
     assert server.call_count == 0
+    # Each finding is an annotation on its line of the check run, which blocks nothing (neutral).
+    [check] = fake.check_runs_for(pr.head_sha)
+    assert check["conclusion"] == "neutral" and check["output"]["title"] == "Static review: 3 findings, no model called"
+    text = seeded_skill()
+    assert {(a["path"], a["start_line"], a["annotation_level"], a["title"]) for a in check["output"]["annotations"]} == {
+        (SKILL, line_of(text, "references/escalation.md"), "failure", "skillopt-ci review: missing-file"),
+        (SKILL, line_of(text, "Never answer"), "warning", "skillopt-ci review: contradiction"),
+        (SKILL, line_of(text, "```text"), "failure", "skillopt-ci review: markdown")}
     assert pr.run(event_name="pull_request_target").code == 0 and len(pr.comments()) == 1  # edited, not duplicated
 
 

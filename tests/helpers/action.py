@@ -26,6 +26,19 @@ from skillopt_ci.github.publisher import read_marker
 from skillopt_ci.sim import ScriptedModelServer
 
 
+def outputs_of(path: Path) -> dict[str, str]:
+    """Parse GITHUB_OUTPUT's heredoc blocks (the last value of a name wins)."""
+    values: dict[str, str] = {}
+    lines = path.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        name, _, delim = lines[i].partition("<<")
+        end = lines.index(delim, i + 1)
+        values[name] = "\n".join(lines[i + 1:end])
+        i = end + 1
+    return values
+
+
 class PR:
     """A pull request in a real local repository, mirrored in the fake GitHub."""
 
@@ -91,16 +104,7 @@ class PR:
         return (self.tmp / "summary").read_text()
 
     def outputs(self) -> dict[str, str]:
-        """Parse GITHUB_OUTPUT's heredoc blocks (the last value of a name wins)."""
-        values: dict[str, str] = {}
-        lines = (self.tmp / "output").read_text().splitlines()
-        i = 0
-        while i < len(lines):
-            name, _, delim = lines[i].partition("<<")
-            end = lines.index(delim, i + 1)
-            values[name] = "\n".join(lines[i + 1:end])
-            i = end + 1
-        return values
+        return outputs_of(self.tmp / "output")
 
     def comments(self) -> list[dict]:
         return self.fake.comments_on(self.number)
@@ -221,6 +225,9 @@ class CommentedPR:
     @property
     def summary(self) -> str:
         return (self.tmp / "summary").read_text()
+
+    def outputs(self) -> dict[str, str]:
+        return outputs_of(self.tmp / "output")
 
     def verdict(self) -> str:
         lines = (self.tmp / "output").read_text().splitlines()

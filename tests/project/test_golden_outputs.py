@@ -79,3 +79,41 @@ def test_the_training_pull_request_body(tmp_path, fake):
     known = ((fake.branch_sha("main"), "<base>"), (fake.branch_sha("skillopt/train/ticket-triage"), "<head>"))
     check("training_pr_body.md", stable(opened["body"], *known))
     check("training_summary.md", stable(pr.summary, *known))
+
+
+def test_the_review_of_a_trained_pull_request_and_the_gate_after_apply(tmp_path, fake):
+    from helpers.review_pr import ReviewPR, add_enterprise_rule
+
+    fake.set_permission("alice", "write")
+    with ScriptedModelServer(SimulatedModels()) as server:
+        pr = ReviewPR(tmp_path, fake, server, add_enterprise_rule)
+        trained = pr.comment("/skillopt train")
+        stored = pr.origin_sha("skillopt/suggest/pr-7")
+        applied = pr.comment("/skillopt apply")
+    assert trained.code == 0 and applied.code == 0, trained.err + applied.err
+    known = ((pr.head_sha, "<head>"), (pr.base_sha, "<base>"), (stored, "<trained>"))
+    [review] = fake.reviews_on(7)
+    [train_comment, gate_comment] = pr.sticky()
+    check("review_body.md", stable(review["body"], *known))
+    check("review_comment.md", stable(review["comments"][0]["body"], *known))
+    check("train_on_pr_comment.md", stable(train_comment["body"], *known))
+    check("gate_after_apply.md", stable(gate_comment["body"], *known))
+
+
+def test_the_static_review_of_a_forks_pull_request(tmp_path, fake):
+    from helpers.review_pr import seeded_skill
+
+    with ScriptedModelServer(TriagePolicy()) as server:
+        pr = PR(tmp_path, fake, server, {SKILL: seeded_skill()}, fork=True)
+        res = pr.run(event_name="pull_request_target")
+    assert res.code == 0 and server.call_count == 0, res.err
+    [comment] = pr.comments()
+    check("static_review_comment.md", stable(comment["body"], (pr.head_sha, "<head>"), (pr.base_sha, "<base>")))
+
+
+def test_the_review_example_in_the_docs_is_what_the_action_posts():
+    """docs/review.md shows the golden texts above, so the example cannot drift from the product."""
+    doc = (REPO / "docs/review.md").read_text()
+    for name in ("static_review_comment.md", "review_body.md", "review_comment.md", "train_on_pr_comment.md"):
+        shown = (GOLDEN / name).read_text().rstrip("\n")
+        assert shown in doc, f"docs/review.md no longer shows tests/golden/{name}: paste it again"
