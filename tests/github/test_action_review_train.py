@@ -177,3 +177,18 @@ def test_no_improvement_posts_no_review_and_stores_nothing(tmp_path, fake):
     assert "## skillopt-ci train: no improvement" in sticky(pr, "train")["body"]
     assert subprocess.run(["git", "rev-parse", "--verify", "-q", "skillopt/suggest/pr-7"], cwd=pr.origin,
                           capture_output=True).returncode != 0
+
+
+def test_without_permission_to_push_the_review_is_still_posted_and_says_apply_is_unavailable(review_pr, fake):
+    # A read-only token: origin refuses the push of the suggestion branch.
+    hook = review_pr.origin / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'remote: Permission to octo/skills.git denied to github-actions[bot].' >&2\n"
+                    "exit 1\n")
+    hook.chmod(0o755)
+    res = review_pr.comment("/skillopt train")
+    assert res.code == 0, res.err + res.out
+    assert "contents: write" in res.out and "::warning" in res.out
+    [review] = fake.reviews_on(7)
+    assert len(review["comments"]) == 1 and "`/skillopt apply` is not available for this run" in review["body"]
+    assert "`/skillopt apply` is not available for this run" in sticky(review_pr, "train")["body"]
+    assert "suggestion-commit" not in review_pr.outputs()
