@@ -44,7 +44,9 @@ def edit_lines(accepted: AcceptedEdit, gains: Mapping[str, float]) -> list[str]:
     e = accepted.edit
     gain = gains.get(accepted.step)
     said = f"validation {gain:+.3f} when accepted" if gain is not None else "accepted"
-    lines = [f"**{escape_inline(e.op, 20)}** · step {escape_inline(accepted.step, 40)} · support {e.support} · {said}"]
+    part = "" if e.part == "body" else f" of the {escape_inline(e.part, 20)}"
+    lines = [f"**{escape_inline(e.op, 20)}**{part} · step {escape_inline(accepted.step, 40)} · support {e.support} · "
+             f"{said}"]
     if e.rationale.strip():
         lines.append(f"why: {escape_inline(e.rationale, RATIONALE_LIMIT)}")
     return lines

@@ -192,3 +192,20 @@ def test_without_permission_to_push_the_review_is_still_posted_and_says_apply_is
     assert len(review["comments"]) == 1 and "`/skillopt apply` is not available for this run" in review["body"]
     assert "`/skillopt apply` is not available for this run" in sticky(review_pr, "train")["body"]
     assert "suggestion-commit" not in review_pr.outputs()
+
+
+def test_a_trained_description_is_suggested_on_the_front_matter_line_the_pull_request_changed(tmp_path, fake, sim):
+    notes = "skills/release-notes/SKILL.md"
+    fake.set_permission("alice", "write")
+    pr = ReviewPR(tmp_path, fake, sim, lambda t: t.replace("Helps with project documents.", "Helps with docs."),
+                  train={"target": "description"}, skill=notes, suite="eval_suites/release-notes")
+    res = pr.comment("/skillopt train")
+    assert res.code == 0, res.err + res.out
+    [review] = fake.reviews_on(7)
+    [comment] = review["comments"]
+    assert comment["path"] == notes and comment["line"] == 3  # the description's line of the front matter
+    [line] = comment["body"].split("```suggestion\n", 1)[1].rsplit("\n```", 1)[0].splitlines()
+    trained = (pr.root / ".skillopt/runs").glob("train-*/best_skill.md").__next__().read_text()
+    assert line == trained.splitlines()[2] and line.startswith("description: ") and line != "description: Helps with docs."
+    assert "** of the description · step" in comment["body"]  # the edit behind it is a description edit
+    assert "no change falls" not in review["body"].lower() and "outside this pull request's diff" not in review["body"]

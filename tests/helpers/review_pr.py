@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from fakes.github import FakeGitHub
 from helpers.action import CommentedPR
 from helpers.paths import REPO
@@ -53,12 +55,18 @@ class ReviewPR(CommentedPR):
     ``skill_edit(text) -> text``; ``origin`` holds ``main``, ``feature`` and ``refs/pull/7/head``."""
 
     def __init__(self, tmp_path: Path, fake: FakeGitHub, server, skill_edit, *, number: int = 7,
-                 train: dict | None = None):
-        self.tmp, self.fake, self.number = tmp_path, fake, number
-        self.root = commit_base(train_project(tmp_path / "repo", server.openai_base_url, train=train))
+                 train: dict | None = None, skill: str = SKILL, suite: str | None = None):
+        """``skill`` and ``suite``: the one configured skill (default: the example's ticket-triage)."""
+        self.tmp, self.fake, self.number, self.skill = tmp_path, fake, number, skill
+        project = train_project(tmp_path / "repo", server.openai_base_url, train=train)
+        if suite:
+            data = yaml.safe_load((project / "skillopt.yml").read_text())
+            data["skills"] = [{"path": skill, "suite": suite}]
+            (project / "skillopt.yml").write_text(yaml.safe_dump(data))
+        self.root = commit_base(project)
         self.base_sha = git(self.root, "rev-parse", "main")
         git(self.root, "checkout", "-q", "-b", "feature")
-        path = self.root / SKILL
+        path = self.root / skill
         path.write_text(skill_edit(path.read_text()))
         git(self.root, "commit", "-q", "-am", "change the skill")
         self.head_sha = git(self.root, "rev-parse", "HEAD")
@@ -78,18 +86,18 @@ class ReviewPR(CommentedPR):
     def show_files(self) -> None:
         """The pull request's files as GitHub lists them, each with its patch (hunks only)."""
         head = self.origin_sha("feature")
-        diff = subprocess.run(["git", "diff", "-U3", f"{self.base_sha}...{head}", "--", SKILL], cwd=self.origin,
-                              capture_output=True, text=True, check=True).stdout
+        diff = subprocess.run(["git", "diff", "-U3", f"{self.base_sha}...{head}", "--", self.skill],
+                              cwd=self.origin, capture_output=True, text=True, check=True).stdout
         patch = diff[diff.index("@@"):] if "@@" in diff else ""
-        self.fake.set_pull_files(self.number, [{"filename": SKILL, "status": "modified", "additions": 1,
+        self.fake.set_pull_files(self.number, [{"filename": self.skill, "status": "modified", "additions": 1,
                                                 "deletions": 1, "changes": 2, "patch": patch}])
 
     def origin_sha(self, ref: str) -> str:
         return subprocess.run(["git", "rev-parse", ref], cwd=self.origin, capture_output=True, text=True,
                               check=True).stdout.strip()
 
-    def origin_file(self, ref: str, path: str = SKILL) -> bytes:
-        return subprocess.run(["git", "show", f"{ref}:{path}"], cwd=self.origin, capture_output=True,
+    def origin_file(self, ref: str, path: str | None = None) -> bytes:
+        return subprocess.run(["git", "show", f"{ref}:{path or self.skill}"], cwd=self.origin, capture_output=True,
                               check=True).stdout
 
     def push_to_feature(self, text: str) -> str:
@@ -101,7 +109,7 @@ class ReviewPR(CommentedPR):
             git(work, "config", "user.name", "Dev")
         git(work, "fetch", "-q", "origin")
         git(work, "checkout", "-q", "-B", "feature", "origin/feature")
-        (work / SKILL).write_text(text)
+        (work / self.skill).write_text(text)
         git(work, "commit", "-q", "-am", "push again")
         git(work, "push", "-q", "origin", "feature")
         self.head_sha = git(work, "rev-parse", "HEAD")
