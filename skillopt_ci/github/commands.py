@@ -223,6 +223,12 @@ def _run_request(ctx: Context, publisher: Publisher, number: int, login: str, re
             return _apply(ctx, git, pr, login)
         return _train(ctx, publisher, pr) if request.mode == "train" else eval_command(ctx, publisher, config, pr)
     except SkilloptError as exc:  # no comment may stay at "evaluating…"
+        if request.mode == "apply":  # the gate answers for itself; say what became of the command
+            applied = ctx.outputs.get("applied-commit")
+            done = f"`{applied[:7]}` was pushed to the branch, but " if applied else "nothing was pushed: "
+            _reply(ctx, number, f"@{escape_inline(login, 60)} `/skillopt apply`: {done}"
+                   f"{escape_inline(str(exc), 1000)}")
+            raise
         if ctx.settings.comment:
             body = f"{marker(request.mode, pr.head_sha)}\n## skillopt-ci {request.mode}: 💥 could not run\n\n{escape_inline(str(exc), 2000)}\n"
             post_sticky(ctx, publisher, number, body)

@@ -209,3 +209,15 @@ def test_a_trained_description_is_suggested_on_the_front_matter_line_the_pull_re
     assert line == trained.splitlines()[2] and line.startswith("description: ") and line != "description: Helps with docs."
     assert "** of the description · step" in comment["body"]  # the edit behind it is a description edit
     assert "no change falls" not in review["body"].lower() and "outside this pull request's diff" not in review["body"]
+
+
+def test_an_apply_whose_gate_cannot_run_says_the_commit_was_pushed(review_pr, sim):
+    assert review_pr.comment("/skillopt train").code == 0
+    sim.stop()  # the model is unreachable now: the gate after the push cannot measure
+    res = review_pr.comment("/skillopt apply")
+    assert res.code == 3, res.err + res.out
+    new_head = review_pr.origin_sha("feature")
+    assert new_head != review_pr.head_sha
+    reply = review_pr.replies()[-1]
+    assert reply.startswith(f"@alice `/skillopt apply`: `{new_head[:7]}` was pushed to the branch, but "), reply
+    assert "## skillopt-ci gate: 💥 could not run" in sticky(review_pr, "gate")["body"]
