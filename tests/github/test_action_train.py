@@ -99,3 +99,28 @@ def test_a_config_with_the_old_acceptance_flags_says_so_once_in_the_log(tmp_path
     assert len(warnings) == 2, warnings  # each once, though the flow loads the config more than once
     assert "train.sequential: deprecated: write `acceptance: screened` instead" in warnings[0]
     assert "is retired" in warnings[1] and "it runs as `acceptance: screened`" in warnings[1]
+
+
+def test_nightly_training_of_a_description_proposes_it_with_the_trigger_table(tmp_path, fake):
+    import yaml
+
+    notes = "skills/release-notes/SKILL.md"
+    with ScriptedModelServer(SimulatedModels()) as server:
+        pr = nightly(tmp_path, fake, server)
+        data = yaml.safe_load((pr.root / "skillopt.yml").read_text())
+        data["skills"] = [{"path": notes, "suite": "eval_suites/release-notes"}]
+        data["train"]["target"] = "description"
+        (pr.root / "skillopt.yml").write_text(yaml.safe_dump(data))
+        fake.seed_files("main", {notes: (pr.root / notes).read_text()})
+        res = run_train(pr)
+    assert res.code == 0, res.err + res.out
+    [opened] = [p for p in fake.pulls.values() if p["head_ref"] == "skillopt/train/release-notes"]
+    body = opened["body"]
+    assert "Description before:" in body and "Helps with project documents." in body
+    assert "| triggering | recall | precision | accuracy |" in body
+    assert "| val | 0/6 (0%) → 6/6 (100%) |" in body  # recall of the validation requests
+    trained = fake.file_at(fake.branch_sha("skillopt/train/release-notes"), notes)
+    before = (pr.root / notes).read_text()
+    assert trained.split("---", 2)[2] == before.split("---", 2)[2]  # only the front matter changed
+    described = next(line for line in trained.splitlines() if line.startswith("description: "))
+    assert "name: release-notes" in trained and "Use when the request is about release" in described
