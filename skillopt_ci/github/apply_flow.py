@@ -14,6 +14,9 @@ each file's bytes have the recorded SHA-256. ``git push`` without force is the l
 branch moved in between, git refuses. The gate then runs on the new head in the same job (a push
 with the Actions token starts no workflow), and its comment and check run say that the applied
 skill is the trained one.
+
+A suggestion branch of a pull request closed without ``apply`` is deleted by the next nightly
+training run (github/train_flow.py).
 """
 
 from __future__ import annotations
@@ -41,6 +44,12 @@ APPLY_FORK = ("`/skillopt apply` does not push to a fork's branch: the fork's ow
 
 def suggestion_branch(number: int) -> str:
     return f"{BRANCH_PREFIX}{number}"
+
+
+def branch_number(branch: str) -> int | None:
+    """The pull request a suggestion branch belongs to, or None for another branch."""
+    tail = branch.removeprefix(BRANCH_PREFIX)
+    return int(tail) if branch.startswith(BRANCH_PREFIX) and tail.isdigit() else None
 
 
 def sha256(data: bytes) -> str:

@@ -268,3 +268,17 @@ class Publisher:
         commit = self._call("reading the head commit", self.repo.get_commit, head_sha)
         return self._call("posting the review", pull.create_review, commit=commit, body=body, event="COMMENT",
                           comments=comments).html_url
+
+    def prune_branches(self, prefix: str, number_of: Callable[[str], int | None]) -> list[str]:
+        """Delete the branches under ``prefix`` that belong to a pull request that is closed
+        (``number_of`` reads its number from the branch name); the branches deleted."""
+        refs = self._call("listing branches", lambda: list(self.repo.get_git_matching_refs(f"heads/{prefix}")))
+        deleted = []
+        for ref in refs:
+            branch = ref.ref.removeprefix("refs/heads/")
+            number = number_of(branch)
+            if number is not None and self.pull_request(number).state == "closed":
+                self._call("deleting a branch", ref.delete, forbidden=(
+                    "give the workflow `permissions: contents: write`", "contents: write"))
+                deleted.append(branch)
+        return deleted

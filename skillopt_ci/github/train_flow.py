@@ -13,11 +13,12 @@ from typing import Any
 
 from skillopt_ci.core.errors import EXIT_OK, EXIT_RUNTIME
 from skillopt_ci.gate.git import Git
+from skillopt_ci.github import apply_flow
 from skillopt_ci.github.context import Context, _config, missing_key, selected_skills, skip
 from skillopt_ci.github.publisher import Publisher, PublishError
 from skillopt_ci.github.runner_files import command
 from skillopt_ci.inputs.config import Config
-from skillopt_ci.render.markdown import escape_inline
+from skillopt_ci.render.markdown import code_span, escape_inline
 
 
 def train_flow(ctx: Context) -> int:
@@ -46,6 +47,11 @@ def train_flow(ctx: Context) -> int:
             line = _deliver_training(ctx, publisher, config, entry.name, outcome, top, numbers, lost)
         sections.append(f"### {escape_inline(entry.name, 60)}: {line}\n\n"
                         f"```text\n{summary_table(summary)}\n```\n")
+    if publisher:  # what /skillopt train left for pull requests that closed without /skillopt apply
+        pruned = ctx.publish(lambda: publisher.prune_branches(apply_flow.BRANCH_PREFIX, apply_flow.branch_number))
+        if pruned:
+            sections.append("Deleted the trained-skill branches of closed pull requests: "
+                            + ", ".join(code_span(b, 100) for b in pruned) + ".\n")
     ctx.summary("## skillopt-ci train\n\n" + "\n".join(sections))
     ctx.outputs["verdict"] = "improved" if improved else "unchanged"
     if numbers:

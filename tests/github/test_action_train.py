@@ -124,3 +124,18 @@ def test_nightly_training_of_a_description_proposes_it_with_the_trigger_table(tm
     assert trained.split("---", 2)[2] == before.split("---", 2)[2]  # only the front matter changed
     described = next(line for line in trained.splitlines() if line.startswith("description: "))
     assert "name: release-notes" in trained and "Use when the request is about release" in described
+
+
+def test_nightly_training_deletes_the_trained_skill_branches_of_closed_pull_requests(tmp_path, fake):
+    with ScriptedModelServer(SimulatedModels(malformed=True)) as server:
+        pr = nightly(tmp_path, fake, server)
+        main = fake.branch_sha("main")
+        fake.add_pull(8, fake.add_commit(parents=[main]), main, head_ref="closed-one", state="closed")
+        fake.add_pull(9, fake.add_commit(parents=[main]), main, head_ref="open-one")
+        for number in (8, 9):
+            fake.set_branch(f"skillopt/suggest/pr-{number}", fake.add_commit(parents=[main]))
+        res = run_train(pr)
+    assert res.code == 0, res.err + res.out
+    assert fake.branch_sha("skillopt/suggest/pr-8") is None  # its pull request closed without /skillopt apply
+    assert fake.branch_sha("skillopt/suggest/pr-9") is not None  # still open: apply may still take it
+    assert "Deleted the trained-skill branches of closed pull requests: `skillopt/suggest/pr-8`." in pr.summary
