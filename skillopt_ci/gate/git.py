@@ -210,10 +210,16 @@ class Git:
         return self._run("log", "-1", "--format=%B", sha).stdout.decode("utf-8", "replace")
 
     def push(self, remote: str, refspec: str) -> str | None:
-        """``git push`` of one refspec; None when it was pushed, else git's last line of why not
-        (a branch that moved is refused as not a fast-forward unless the refspec forces)."""
+        """``git push`` of one refspec; None when it was pushed, else why not: the remote's own
+        words and git's status of the ref (a branch that moved is "[rejected] (non-fast-forward)"
+        unless the refspec forces), or git's last error line when no ref was sent."""
         proc = self._run("push", "--quiet", "--porcelain", remote, refspec, check=False, timeout=300)
         if proc.returncode == 0:
             return None
-        said = (proc.stderr + proc.stdout).decode("utf-8", "replace").strip().splitlines()
-        return said[-1] if said else f"git push exited with {proc.returncode}"
+        out = proc.stdout.decode("utf-8", "replace").splitlines()
+        err = [line.strip() for line in proc.stderr.decode("utf-8", "replace").splitlines()  # git pads remote lines
+               if line.strip() and not line.startswith("hint:")]
+        status = [line.split("\t")[-1] for line in out if line.startswith("!")]  # the porcelain's refused refs
+        remote_said = [line for line in err if line.startswith("remote:")]
+        said = remote_said[:1] + status if status else err[-1:]
+        return "; ".join(said) or f"git push exited with {proc.returncode}"
