@@ -93,7 +93,7 @@ def suggest(head: str, trained: str, patch: str | None) -> tuple[list[Suggestion
     outside: list[Change] = []
     for change in changes(head, trained):
         suggestion = place(change, head_lines, hunks)
-        if suggestion is None or any(s.last >= suggestion.first for s in placed[-1:]):
+        if suggestion is None or (placed and placed[-1].last >= suggestion.first):
             outside.append(change)  # two suggestions on one line would contradict each other
         else:
             placed.append(suggestion)
@@ -108,9 +108,12 @@ def edits_behind(change: Change, edits: Sequence[Edit]) -> list[int]:
     """The indexes of the ``edits`` whose text is in the lines ``change`` brings (or, for one
     that only takes text out, whose anchor is in the lines it removes)."""
     added, removed = _fold("\n".join(change.new)), _fold("\n".join(change.old))
-    found = []
-    for i, edit in enumerate(edits):
+
+    def wrote(edit: Edit) -> bool:
         pieces = [_fold(line) for line in edit.text.splitlines() if _fold(line)]
-        if pieces and any(piece in added for piece in pieces) or not edit.text.strip() and _fold(edit.anchor) and _fold(edit.anchor) in removed:
-            found.append(i)
-    return found
+        if pieces:
+            return any(piece in added for piece in pieces)
+        anchor = _fold(edit.anchor)
+        return bool(anchor) and anchor in removed
+
+    return [i for i, edit in enumerate(edits) if wrote(edit)]

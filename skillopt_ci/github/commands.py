@@ -50,8 +50,7 @@ from skillopt_ci.core.names import run_dir_name
 from skillopt_ci.engine.evaluation import EvalSession
 from skillopt_ci.gate.git import Git
 from skillopt_ci.gate.trust import TrustedLayout, plan_untrusted, refusal_text, trusted_head
-from skillopt_ci.github import trend
-from skillopt_ci.github.apply_flow import APPLY_FORK
+from skillopt_ci.github import apply_flow, trend
 from skillopt_ci.github.context import (
     Context,
     _config,
@@ -202,7 +201,7 @@ def _run_request(ctx: Context, publisher: Publisher, number: int, login: str, re
     git = Git(ctx.settings.workspace)
     if pr.fork:
         if request.mode in ("train", "apply"):
-            return _refuse(ctx, number, login, TRAIN_FORK if request.mode == "train" else APPLY_FORK)
+            return _refuse(ctx, number, login, TRAIN_FORK if request.mode == "train" else apply_flow.APPLY_FORK)
         refusal = _check_out_documents(ctx, git, pr)
         if refusal:
             return _refuse(ctx, number, login, refusal)
@@ -221,7 +220,11 @@ def _run_request(ctx: Context, publisher: Publisher, number: int, login: str, re
     try:
         if request.mode == "apply":
             return _apply(ctx, git, pr, login)
-        return _train(ctx, publisher, pr) if request.mode == "train" else eval_command(ctx, publisher, config, pr)
+        if request.mode == "train":
+            from skillopt_ci.github.suggest_flow import train_on_pull
+
+            return train_on_pull(ctx, publisher, pr)
+        return eval_command(ctx, publisher, config, pr)
     except SkilloptError as exc:  # no comment may stay at "evaluating…"
         if request.mode == "apply":  # the gate answers for itself; say what became of the command
             applied = ctx.outputs.get("applied-commit")
@@ -353,17 +356,8 @@ def eval_command(ctx: Context, publisher: Publisher, config: Config, pr: PullReq
     return EXIT_FAILED if failed and s.fail else EXIT_OK
 
 
-def _train(ctx: Context, publisher: Publisher, pr: PullRequest) -> int:
-    """``/skillopt train``: training from the head, delivered as a review of this pull request."""
-    from skillopt_ci.github.suggest_flow import train_on_pull
-
-    return train_on_pull(ctx, publisher, pr)
-
-
 def _apply(ctx: Context, git: Git, pr: PullRequest, login: str) -> int:
     """``/skillopt apply``: the stored trained skill onto the branch, then the gate on the new head."""
-    from skillopt_ci.github import apply_flow
-
     stored = apply_flow.read_stored(git, pr.number)
     if stored is None:
         return _refuse(ctx, pr.number, login, f"no trained skill is waiting for #{pr.number}: comment "

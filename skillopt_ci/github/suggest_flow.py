@@ -19,7 +19,7 @@ from typing import Any
 
 from skillopt_ci.core.errors import EXIT_OK
 from skillopt_ci.core.redact import redact
-from skillopt_ci.core.suggestions import Change, suggest
+from skillopt_ci.core.suggestions import Change, edits_behind, suggest
 from skillopt_ci.gate.git import Git
 from skillopt_ci.github import apply_flow
 from skillopt_ci.github.context import Context, _config, missing_key, selected_skills, skip
@@ -111,7 +111,6 @@ def _deliver(ctx: Context, publisher: Publisher, pr: PullRequest, path: str, out
 
 def _post_review(ctx: Context, publisher: Publisher, pr: PullRequest, path: str, summary: Any,
                  placed: Sequence[Any], outside: Sequence[Change], commit: str | None) -> str | None:
-    from skillopt_ci.core.suggestions import edits_behind
     from skillopt_ci.train.suggestion_body import review_body, suggestion_comment, validation_gains
 
     gains, accepted = validation_gains(summary), list(summary.accepted_edits)

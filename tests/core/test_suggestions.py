@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
+from helpers.review_pr import accept
 from skillopt_ci.core.edits import Edit
 from skillopt_ci.core.suggestions import Change, changes, diff_hunks, edits_behind, suggest
 
 HEAD = "".join(f"line {i}\n" for i in range(1, 21))
-
-
-def accept(head: str, suggestions) -> str:
-    """What GitHub's "Commit suggestion" makes of ``head``, for each suggestion (bottom up)."""
-    lines = head.splitlines()
-    for s in sorted(suggestions, key=lambda s: -s.first):
-        lines[s.first - 1:s.last] = list(s.lines)
-    return "\n".join(lines) + "\n"
 
 
 def test_hunks_are_read_from_the_new_side_of_the_patch():

@@ -8,12 +8,11 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from core.test_suggestions import accept
 
 from helpers.action import CommentedPR, better_skill
 from helpers.repo import SKILL, git
-from helpers.review_pr import ReviewPR, add_enterprise_rule, stored_message
-from skillopt_ci.core.suggestions import changes
+from helpers.review_pr import ReviewPR, accept, add_enterprise_rule, stored_message
+from skillopt_ci.core.suggestions import Suggestion, changes
 from skillopt_ci.github.publisher import read_marker
 from skillopt_ci.sim import ScriptedModelServer
 from skillopt_ci.sim.sim_models import SimulatedModels
@@ -65,8 +64,6 @@ def test_training_on_a_pull_request_reviews_it_with_suggestions_on_its_own_lines
     assert "| val (12 tasks) | 0.458 | 0.917 |" in review["body"]
     # The suggestion plus the body's change are exactly the trained skill.
     [inside] = [c for c in changes(head, best) if c.start > 15]
-    from skillopt_ci.core.suggestions import Suggestion
-
     taken = accept(head, [Suggestion(inside, comment["line"], comment["line"], tuple(block.splitlines()))])
     assert [c for c in changes(taken, best)] == [c for c in changes(head, best) if c.start < 15]
     # The sticky comment links the review; no separate pull request was opened.

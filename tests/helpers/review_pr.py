@@ -26,6 +26,14 @@ def add_enterprise_rule(text: str) -> str:
     return text.replace("- The default priority is P3.\n", "- The default priority is P3.\n" + ENTERPRISE)
 
 
+def accept(head: str, suggestions) -> str:
+    """What GitHub's "Commit suggestion" makes of ``head``, for each suggestion (bottom up)."""
+    lines = head.splitlines()
+    for s in sorted(suggestions, key=lambda s: -s.first):
+        lines[s.first - 1:s.last] = list(s.lines)
+    return "\n".join(lines) + "\n"
+
+
 SEEDED = ("- See `references/escalation.md` for the escalation rules of every category.\n"
           "- Always answer with the category first and the priority second.\n"
           "- Never answer with the category first and the priority second.\n")
